@@ -1,0 +1,138 @@
+// Package fakegpu is the server the lesson floods: a pretend GPU with a fixed
+// number of slots, each request holding one slot for a fixed amount of work.
+//
+// With the defaults (8 slots, 100 ms of work) its capacity is 80 requests per
+// second. In [ModeNone] it has no protection at all: requests wait for a slot
+// in an unbounded FIFO line and are worked on even after their client has
+// given up, which is the congestion collapse of task 1. The protected modes
+// hand each request to an [Admission] (task 2's code) that decides whether it
+// joins the line.
+//
+// A [Server] serves GET /generate and GET /stats. It runs in-process for the
+// grader's tests, and as `grade serve` for a learner following the lesson by
+// hand.
+package fakegpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Mode says which protection the server applies before a request joins the
+// line for a slot.
+type Mode string
+
+// The server's modes.
+const (
+	// ModeNone is the unprotected server: every request joins an unbounded
+	// line and is worked on whether or not its client still waits.
+	ModeNone Mode = "none"
+	// ModeShed bounds the line at MaxWaiting and answers 503 at once when it
+	// is full (load shedding), and drops requests that waited past Deadline.
+	ModeShed Mode = "shed"
+	// ModeBucket adds a per-client token bucket in front of shedding.
+	ModeBucket Mode = "bucket"
+	// ModeRedis is ModeBucket with the buckets kept in Redis, shared by every
+	// server process.
+	ModeRedis Mode = "redis"
+)
+
+// Modes lists every mode in the order the lesson introduces them.
+var Modes = []Mode{ModeNone, ModeShed, ModeBucket, ModeRedis}
+
+// ParseMode returns the Mode named s, or an error listing the valid names.
+func ParseMode(s string) (Mode, error) {
+	for _, m := range Modes {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("unknown mode %q (want one of none, shed, bucket, redis)", s)
+}
+
+// Limited reports whether the mode applies a per-client token bucket.
+func (m Mode) Limited() bool { return m == ModeBucket || m == ModeRedis }
+
+// Defaults of a Config, as the lesson sets them.
+const (
+	DefaultSlots       = 8
+	DefaultWork        = 100 * time.Millisecond
+	DefaultMaxWaiting  = 16
+	DefaultDeadline    = 800 * time.Millisecond
+	DefaultBucketRate  = 70.0 // tokens per second
+	DefaultBucketBurst = 20.0 // tokens
+)
+
+// Config describes one fake GPU server. The zero value is not useful; start
+// from DefaultConfig.
+type Config struct {
+	// Slots is how many requests the GPU works on at once (default 8).
+	Slots int
+	// Work is how long one request holds its slot (default 100 ms).
+	Work time.Duration
+	// Mode selects the protection in front of the line (default ModeNone).
+	Mode Mode
+	// MaxWaiting bounds the line in the protected modes (default 16, which is
+	// 16/80 = 200 ms of work at the default capacity). Unused in ModeNone.
+	MaxWaiting int
+	// Deadline is the longest a request may wait for a slot and still be
+	// worked on in the protected modes (default 800 ms); 0 turns the check
+	// off. Unused in ModeNone.
+	Deadline time.Duration
+	// BucketRate is each client's refill rate in tokens per second in the
+	// bucket modes (default 70).
+	BucketRate float64
+	// BucketBurst is each client's bucket capacity in tokens in the bucket
+	// modes (default 20).
+	BucketBurst float64
+}
+
+// DefaultConfig returns the lesson's server: 8 slots of 100 ms, unprotected.
+func DefaultConfig() Config {
+	return Config{
+		Slots:       DefaultSlots,
+		Work:        DefaultWork,
+		Mode:        ModeNone,
+		MaxWaiting:  DefaultMaxWaiting,
+		Deadline:    DefaultDeadline,
+		BucketRate:  DefaultBucketRate,
+		BucketBurst: DefaultBucketBurst,
+	}
+}
+
+// Capacity returns the most requests per second the server can finish:
+// Slots / Work.
+func (c Config) Capacity() float64 {
+	return float64(c.Slots) / c.Work.Seconds()
+}
+
+// Validate reports the first setting that cannot describe a working server.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Slots < 1 || c.Slots > 10000 {
+		errs = append(errs, fmt.Errorf("slots %d: want 1 to 10000", c.Slots))
+	}
+	if c.Work <= 0 || c.Work > time.Minute {
+		errs = append(errs, fmt.Errorf("work %s: want more than 0 and at most 1m", c.Work))
+	}
+	if _, err := ParseMode(string(c.Mode)); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MaxWaiting < 0 {
+		errs = append(errs, fmt.Errorf("max waiting %d: want 0 or more", c.MaxWaiting))
+	}
+	if c.Deadline < 0 {
+		errs = append(errs, fmt.Errorf("deadline %s: want 0 (off) or more", c.Deadline))
+	}
+	if c.Mode.Limited() {
+		if !(c.BucketRate > 0) || math.IsInf(c.BucketRate, 0) {
+			errs = append(errs, fmt.Errorf("bucket rate %v: want a positive number of tokens per second", c.BucketRate))
+		}
+		if !(c.BucketBurst >= 1) || math.IsInf(c.BucketBurst, 0) {
+			errs = append(errs, fmt.Errorf("bucket burst %v: want at least 1 token", c.BucketBurst))
+		}
+	}
+	return errors.Join(errs...)
+}
