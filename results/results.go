@@ -1,0 +1,189 @@
+// Package results is the data every grade run produces: one Document per
+// run, with its checks, the floods behind them and the machine they ran on.
+// The JSON form is versioned by Schema and described in docs/RESULTS.md;
+// reports and cohort views read nothing else.
+package results
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"time"
+)
+
+// Schema names the version of the JSON layout. Readers must refuse documents
+// whose schema they do not know.
+const Schema = "ratelab.results/v1"
+
+// Status is the verdict of a check or of a whole document.
+type Status string
+
+// The statuses. A check that could not run (for example because an earlier
+// stage failed) is StatusSkip and scores 0; StatusError means the grader
+// itself, or the machine, failed, and says nothing about the learner's code.
+const (
+	StatusPass  Status = "pass"
+	StatusFail  Status = "fail"
+	StatusSkip  Status = "skip"
+	StatusError Status = "error"
+)
+
+// Document is one grade run.
+type Document struct {
+	Schema   string    `json:"schema"`
+	Task     string    `json:"task"`   // "task1", or "all"
+	Impl     string    `json:"impl"`   // "exercises" or "solutions"
+	Status   Status    `json:"status"` // pass, fail or error
+	Score    float64   `json:"score"`
+	MaxScore float64   `json:"max_score"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	// Interrupted is true when the run was stopped (Ctrl-C) before the end;
+	// its checks and runs are whatever had completed.
+	Interrupted bool     `json:"interrupted,omitempty"`
+	Notes       []string `json:"notes,omitempty"`
+	Checks      []Check  `json:"checks"`
+	Runs        []*Run   `json:"runs"`
+	Env         Env      `json:"env"`
+}
+
+// Check is one graded statement about the learner's work, such as
+// "successes at 120/s match the model".
+type Check struct {
+	Task     string  `json:"task"`
+	Name     string  `json:"name"`
+	Status   Status  `json:"status"`
+	Score    float64 `json:"score"`
+	MaxScore float64 `json:"max_score"`
+	// Message says what was measured against what, and why the tolerance is
+	// as wide as it is.
+	Message string `json:"message"`
+	// Measured and Expected are the numbers behind the verdict, with units in
+	// their keys (for example "ok", "p99_ms").
+	Measured map[string]float64 `json:"measured,omitempty"`
+	Expected map[string]float64 `json:"expected,omitempty"`
+	// Run names the flood the check was measured on, if any.
+	Run string `json:"run,omitempty"`
+}
+
+// Env describes where a document was produced.
+type Env struct {
+	GoVersion     string    `json:"go_version"`
+	OS            string    `json:"os"`
+	Arch          string    `json:"arch"`
+	CPUs          int       `json:"cpus"`
+	GOMAXPROCS    int       `json:"gomaxprocs"`
+	Commit        string    `json:"commit,omitempty"`
+	Time          time.Time `json:"time"`
+	GraderVersion string    `json:"grader_version"`
+}
+
+// GraderVersion is the version of the grader that wrote a document.
+const GraderVersion = "0.1.0"
+
+// CurrentEnv describes this process and machine. commit may be empty.
+func CurrentEnv(commit string) Env {
+	if commit == "" {
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			for _, s := range bi.Settings {
+				if s.Key == "vcs.revision" {
+					commit = s.Value
+				}
+			}
+		}
+	}
+	return Env{
+		GoVersion:     runtime.Version(),
+		OS:            runtime.GOOS,
+		Arch:          runtime.GOARCH,
+		CPUs:          runtime.NumCPU(),
+		GOMAXPROCS:    runtime.GOMAXPROCS(0),
+		Commit:        commit,
+		Time:          time.Now().UTC(),
+		GraderVersion: GraderVersion,
+	}
+}
+
+// Total adds up the checks' scores and sets the document's status: error if
+// any check errored, else fail if any check did not pass, else pass.
+func (d *Document) Total() {
+	d.Score, d.MaxScore = 0, 0
+	d.Status = StatusPass
+	for _, c := range d.Checks {
+		d.Score += c.Score
+		d.MaxScore += c.MaxScore
+		switch {
+		case c.Status == StatusError:
+			d.Status = StatusError
+		case c.Status != StatusPass && d.Status == StatusPass:
+			d.Status = StatusFail
+		}
+	}
+	if d.Interrupted && d.Status == StatusPass {
+		d.Status = StatusFail
+	}
+}
+
+// Encode writes d as indented JSON.
+func (d *Document) Encode(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(d)
+}
+
+// Decode reads a document and checks its schema.
+func Decode(r io.Reader) (*Document, error) {
+	var d Document
+	if err := json.NewDecoder(r).Decode(&d); err != nil {
+		return nil, fmt.Errorf("decode results: %w", err)
+	}
+	if d.Schema != Schema {
+		return nil, fmt.Errorf("decode results: schema %q, want %q", d.Schema, Schema)
+	}
+	return &d, nil
+}
+
+// ErrExists is returned by WriteFile when the file exists and overwriting
+// was not asked for.
+var ErrExists = errors.New("file exists")
+
+// WriteFile writes d to path atomically: to a temporary file in the same
+// folder, then renamed over path, so a reader never sees half a document.
+// It refuses to replace an existing file unless overwrite is true.
+func WriteFile(path string, d *Document, overwrite bool) error {
+	if !overwrite {
+		if _, err := os.Stat(path); err == nil {
+			return fmt.Errorf("write %s: %w (choose another --out, or pass --force)", path, ErrExists)
+		}
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(dir, ".results-*.json")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // a no-op after a successful rename
+	if err := d.Encode(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

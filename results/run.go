@@ -1,0 +1,91 @@
+package results
+
+import "ratelab/fakegpu"
+
+// Outcome classifies one request of a flood.
+type Outcome string
+
+// The outcomes a flood records, each with its own latency histogram.
+const (
+	OutcomeOK          Outcome = "200"
+	OutcomeTooMany     Outcome = "429"
+	OutcomeUnavailable Outcome = "503"
+	OutcomeTimeout     Outcome = "timeout" // the client gave up after its timeout
+	OutcomeOther       Outcome = "other"   // any other status or error
+)
+
+// Outcomes lists every outcome in report order.
+var Outcomes = []Outcome{OutcomeOK, OutcomeTooMany, OutcomeUnavailable, OutcomeTimeout, OutcomeOther}
+
+// Run is one open-loop flood: what was offered, what came back, and what
+// the server observed while it happened.
+type Run struct {
+	Name       string  `json:"name"`
+	Target     string  `json:"target"`      // base URL flooded, always loopback
+	OfferedRPS float64 `json:"offered_rps"` // λ, requests per second
+	DurationS  float64 `json:"duration_s"`  // how long requests were sent
+	TimeoutS   float64 `json:"timeout_s"`   // the client's timeout
+
+	Expected int64 `json:"expected"` // floor(λ·D): requests the schedule holds
+	Issued   int64 `json:"issued"`   // requests actually sent
+
+	// Counts holds how many requests ended in each outcome.
+	Counts map[Outcome]int64 `json:"counts"`
+	// OK is Counts["200"], repeated for convenience.
+	OK         int64   `json:"ok"`
+	GoodputRPS float64 `json:"goodput_rps"` // OK / DurationS
+
+	// Latency of successes, from each request's intended send time.
+	P50MS float64 `json:"p50_ms"`
+	P99MS float64 `json:"p99_ms"`
+	MaxMS float64 `json:"max_ms"`
+	// PickupP99MS is the p99 of successes as vegeta itself measures it,
+	// from when a worker picked the request up. It hides the time requests
+	// spent waiting for a free worker (coordinated omission); it is kept
+	// only to show the difference.
+	PickupP99MS float64 `json:"pickup_p99_ms"`
+
+	// SendLag is how late requests left compared with their schedule.
+	SendLagP99MS float64 `json:"send_lag_p99_ms"`
+	SendLagMaxMS float64 `json:"send_lag_max_ms"`
+	// Reliable is false when the load generator fell behind its schedule;
+	// Warnings then says how. Checks on an unreliable run are not trusted.
+	Reliable bool     `json:"reliable"`
+	Warnings []string `json:"warnings,omitempty"`
+
+	Interrupted bool `json:"interrupted,omitempty"`
+
+	// Predicted holds the model's figures for this run, keyed like the
+	// measured ones ("ok", "p99_ms", ...), for tables and reports.
+	Predicted map[string]float64 `json:"predicted,omitempty"`
+	// Server describes the server flooded, such as "none, 8 slots x 100ms".
+	Server string `json:"server,omitempty"`
+
+	// ServerAfterFlood is the server's /stats the moment sending stopped;
+	// ServerFinal after the queue drained (or the drain cap was reached).
+	ServerAfterFlood fakegpu.Stats `json:"server_after_flood"`
+	ServerFinal      fakegpu.Stats `json:"server_final"`
+	// DrainedS is how long after the flood the server's line took to empty,
+	// or -1 if it had not emptied by the drain cap.
+	DrainedS float64 `json:"drained_s"`
+
+	// Samples is the server's /stats every SampleEveryMS from the start of
+	// the flood until its line drained.
+	SampleEveryMS float64  `json:"sample_every_ms"`
+	Samples       []Sample `json:"samples"`
+
+	// Timeline counts outcomes per TimelineBinMS of intended send time.
+	TimelineBinMS float64             `json:"timeline_bin_ms"`
+	Timeline      map[Outcome][]int64 `json:"timeline"`
+
+	// Histograms holds each outcome's latency histogram (microseconds,
+	// 1 µs to 60 s, 3 significant figures) in HdrHistogram's compressed V2
+	// encoding, base64.
+	Histograms map[Outcome]string `json:"histograms"`
+}
+
+// Sample is one reading of the server's /stats during a flood.
+type Sample struct {
+	TS    float64       `json:"t_s"` // seconds since the flood started
+	Stats fakegpu.Stats `json:"stats"`
+}
