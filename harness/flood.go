@@ -1,0 +1,379 @@
+// Package harness floods a server with open-loop load and records what
+// happened, honestly: every latency is measured from when the request was
+// due, not from when the load generator got round to it, and a generator
+// that fell behind its schedule says so.
+//
+// Flood is the one entry point for a constant-rate flood. It uses vegeta's
+// attack library with no cap on workers or connections (a capped client pool
+// is an unbounded queue of its own), records latencies into HdrHistograms per
+// outcome, and samples the server's /stats until its line has drained.
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"ratelab/fakegpu"
+	"ratelab/results"
+)
+
+// Defaults and limits of a flood.
+const (
+	DefaultTimeout     = time.Second            // the client's timeout, as in the lesson
+	DefaultSampleEvery = 100 * time.Millisecond // how often /stats is read
+	DefaultDrainCap    = 60 * time.Second       // longest wait for the line to drain after a flood
+	DefaultTimelineBin = 250 * time.Millisecond // outcome timeline resolution
+
+	// MaxRate is the highest rate Flood accepts, in requests per second.
+	// On two cores vegeta's library stays on schedule up to a few thousand
+	// per second (docs/BENCHMARKS.md); far beyond that a flood measures the
+	// generator, not the server.
+	MaxRate = 20000.0
+	// MaxDuration is the longest flood Flood accepts.
+	MaxDuration = 10 * time.Minute
+	// MaxTimeout is the longest client timeout Flood accepts.
+	MaxTimeout = 5 * time.Minute
+
+	// A run is unreliable if it issued fewer than ReliableIssued of the
+	// requests its schedule held, or its send lag p99 exceeded ReliableLag.
+	ReliableIssued = 0.995
+	ReliableLag    = 5 * time.Millisecond
+)
+
+// Histogram bounds, in microseconds: 1 µs to 60 s at 3 significant figures.
+const (
+	histMinUS  = 1
+	histMaxUS  = 60_000_000
+	histDigits = 3
+)
+
+// StatsFunc reads the flooded server's stats.
+type StatsFunc func(ctx context.Context) (fakegpu.Stats, error)
+
+// Options describes one flood. Zero fields take the defaults above.
+type Options struct {
+	// Name labels the run in results, such as "120/s".
+	Name string
+	// URL is the full URL to send GET requests to. Its host must be a
+	// loopback address: floods never leave the machine.
+	URL string
+	// Header is sent with every request (for example X-Client-Id).
+	Header http.Header
+	// Rate is the offered load λ in requests per second.
+	Rate float64
+	// Duration is how long to send for; the schedule holds floor(Rate·Duration)
+	// requests.
+	Duration time.Duration
+	// Timeout is the client's timeout for each request.
+	Timeout time.Duration
+	// Stats reads the server's /stats; nil samples nothing.
+	Stats StatsFunc
+	// SampleEvery is the /stats sampling interval.
+	SampleEvery time.Duration
+	// DrainCap bounds the wait for the server's line to empty after the
+	// flood; a negative value does not wait at all.
+	DrainCap time.Duration
+	// Progress, if set, is called about once a second while sending, with
+	// the elapsed time and the requests sent so far.
+	Progress func(elapsed time.Duration, sent int64)
+
+	// maxWorkers caps vegeta's workers. Only tests set it, to show what a
+	// capped client pool hides; floods never cap.
+	maxWorkers uint64
+}
+
+// ErrBadOptions is wrapped by every error about invalid Options.
+var ErrBadOptions = errors.New("invalid flood")
+
+func (o *Options) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrBadOptions, fmt.Sprintf(format, args...))
+	}
+	if math.IsNaN(o.Rate) || o.Rate <= 0 || o.Rate > MaxRate {
+		return bad("rate %v: want more than 0 and at most %v requests per second", o.Rate, MaxRate)
+	}
+	if o.Duration <= 0 || o.Duration > MaxDuration {
+		return bad("duration %s: want more than 0 and at most %s", o.Duration, MaxDuration)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Timeout < 0 || o.Timeout > MaxTimeout {
+		return bad("timeout %s: want more than 0 and at most %s", o.Timeout, MaxTimeout)
+	}
+	if math.Floor(o.Rate*o.Duration.Seconds()) < 1 {
+		return bad("rate %v for %s sends no request at all", o.Rate, o.Duration)
+	}
+	if err := CheckLoopback(o.URL); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadOptions, err)
+	}
+	if o.SampleEvery <= 0 {
+		o.SampleEvery = DefaultSampleEvery
+	}
+	if o.DrainCap == 0 {
+		o.DrainCap = DefaultDrainCap
+	}
+	if o.Name == "" {
+		o.Name = fmt.Sprintf("%g/s", o.Rate)
+	}
+	return nil
+}
+
+// CheckLoopback returns an error unless rawURL is an http URL whose host is
+// a loopback address (127.0.0.0/8, ::1 or localhost).
+func CheckLoopback(rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return fmt.Errorf("url %q: %w", rawURL, err)
+	}
+	if u.Scheme != "http" {
+		return fmt.Errorf("url %q: want an http:// URL", rawURL)
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("url %q: floods only target loopback (127.0.0.1, ::1 or localhost), not %q", rawURL, host)
+	}
+	return nil
+}
+
+// Flood sends opts.Rate requests per second for opts.Duration, open-loop,
+// and returns what happened. When ctx ends it stops sending, cancels the
+// requests in flight and returns the partial run marked Interrupted, with
+// ctx's error.
+func Flood(ctx context.Context, opts Options) (*results.Run, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	count := uint64(math.Floor(opts.Rate * opts.Duration.Seconds()))
+	inFlight := math.Ceil(opts.Rate * opts.Timeout.Seconds())
+	// Both ends may live in this process, so count each socket twice.
+	if _, err := RaiseFileLimit(uint64(2*inFlight) + 256); err != nil {
+		return nil, err
+	}
+
+	// Requests carry reqCtx, so Ctrl-C cancels the ones in flight at once
+	// instead of waiting out their timeouts.
+	reqCtx, cancelReqs := context.WithCancel(context.Background())
+	defer cancelReqs()
+	transport := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: opts.Timeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        0, // no limit
+		MaxIdleConnsPerHost: 100000,
+		MaxConnsPerHost:     0, // no limit: a capped pool would queue requests out of sight
+		IdleConnTimeout:     30 * time.Second,
+	}
+	defer transport.CloseIdleConnections()
+	client := &http.Client{
+		Timeout:   opts.Timeout,
+		Transport: ctxTransport{ctx: reqCtx, rt: transport},
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+	workers := uint64(vegeta.DefaultWorkers)
+	maxWorkers := uint64(vegeta.DefaultMaxWorkers)
+	if opts.maxWorkers > 0 {
+		workers, maxWorkers = min(workers, opts.maxWorkers), opts.maxWorkers
+	}
+	attacker := vegeta.NewAttacker(
+		vegeta.Client(client),
+		vegeta.Workers(workers),
+		vegeta.MaxWorkers(maxWorkers),
+	)
+	target := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: opts.URL, Header: opts.Header})
+	p := &pacer{rate: opts.Rate, count: count}
+
+	rec := newRecorder(opts, count)
+	smp := startSampler(opts, time.Now())
+	defer smp.stop()
+
+	res := attacker.Attack(target, p, 0, opts.Name)
+	interrupted := false
+	progressAt := time.Now().Add(time.Second)
+loop:
+	for {
+		select {
+		case r, ok := <-res:
+			if !ok {
+				break loop
+			}
+			rec.add(p.began, r)
+			if opts.Progress != nil && time.Now().After(progressAt) {
+				progressAt = progressAt.Add(time.Second)
+				opts.Progress(time.Since(p.began), rec.issued)
+			}
+		case <-ctx.Done():
+			if !interrupted {
+				interrupted = true
+				attacker.Stop()
+				cancelReqs()
+			}
+		}
+	}
+	floodEnd := time.Since(smp.t0)
+
+	run := rec.finish()
+	run.Interrupted = interrupted
+	if opts.Stats != nil {
+		// Read once more right now: "still waiting" is the line the moment
+		// the last client has its answer or has given up.
+		if st, err := opts.Stats(ctx); err == nil {
+			run.ServerAfterFlood = st
+		}
+	}
+	if !interrupted {
+		smp.drain(ctx, opts.DrainCap)
+	}
+	smp.stop()
+	smp.fill(run, floodEnd)
+	if interrupted {
+		run.Reliable = false
+		run.Warnings = append(run.Warnings, "interrupted before the schedule ended")
+		return run, ctx.Err()
+	}
+	return run, nil
+}
+
+// ctxTransport attaches ctx to every request, so cancelling ctx aborts them.
+type ctxTransport struct {
+	ctx context.Context
+	rt  http.RoundTripper
+}
+
+func (t ctxTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return t.rt.RoundTrip(r.WithContext(t.ctx))
+}
+
+// Classify maps a vegeta result to its outcome. A response is classified by
+// its status code; a request with no response by its error, where any kind
+// of client timeout counts as a timeout.
+func Classify(code uint16, errText string) results.Outcome {
+	switch code {
+	case 200:
+		return results.OutcomeOK
+	case 429:
+		return results.OutcomeTooMany
+	case 503:
+		return results.OutcomeUnavailable
+	case 0:
+		if strings.Contains(errText, "Client.Timeout") || strings.Contains(errText, "deadline exceeded") ||
+			strings.Contains(errText, "timeout") {
+			return results.OutcomeTimeout
+		}
+	}
+	return results.OutcomeOther
+}
+
+// recorder accumulates one flood's results.
+type recorder struct {
+	opts     Options
+	count    uint64
+	issued   int64
+	hists    map[results.Outcome]*hdr.Histogram
+	lag      *hdr.Histogram
+	pickup   *hdr.Histogram // successes' latency as vegeta measures it, from pickup
+	counts   map[results.Outcome]int64
+	timeline map[results.Outcome][]int64
+}
+
+func newRecorder(opts Options, count uint64) *recorder {
+	bins := int(math.Ceil(float64(opts.Duration)/float64(DefaultTimelineBin))) + 1
+	r := &recorder{
+		opts:     opts,
+		count:    count,
+		hists:    map[results.Outcome]*hdr.Histogram{},
+		lag:      hdr.New(histMinUS, histMaxUS, histDigits),
+		pickup:   hdr.New(histMinUS, histMaxUS, histDigits),
+		counts:   map[results.Outcome]int64{},
+		timeline: map[results.Outcome][]int64{},
+	}
+	for _, o := range results.Outcomes {
+		r.hists[o] = hdr.New(histMinUS, histMaxUS, histDigits)
+		r.counts[o] = 0
+		r.timeline[o] = make([]int64, bins)
+	}
+	return r
+}
+
+// clampUS converts d to whole microseconds within the histograms' range.
+func clampUS(d time.Duration) int64 {
+	return min(max(d.Microseconds(), histMinUS), histMaxUS)
+}
+
+func (r *recorder) add(began time.Time, res *vegeta.Result) {
+	r.issued++
+	due := Intended(r.opts.Rate, res.Seq)
+	intended := began.Add(due)
+	o := Classify(res.Code, res.Error)
+	r.counts[o]++
+	_ = r.hists[o].RecordValue(clampUS(res.End().Sub(intended)))
+	if o == results.OutcomeOK {
+		_ = r.pickup.RecordValue(clampUS(res.Latency))
+	}
+	_ = r.lag.RecordValue(clampUS(res.Timestamp.Sub(intended)))
+	bin := min(int(due/DefaultTimelineBin), len(r.timeline[o])-1)
+	r.timeline[o][bin]++
+}
+
+func ms(us int64) float64 { return float64(us) / 1000 }
+
+func (r *recorder) finish() *results.Run {
+	ok := r.counts[results.OutcomeOK]
+	okh := r.hists[results.OutcomeOK]
+	run := &results.Run{
+		Name:          r.opts.Name,
+		Target:        r.opts.URL,
+		OfferedRPS:    r.opts.Rate,
+		DurationS:     r.opts.Duration.Seconds(),
+		TimeoutS:      r.opts.Timeout.Seconds(),
+		Expected:      int64(r.count),
+		Issued:        r.issued,
+		Counts:        r.counts,
+		OK:            ok,
+		GoodputRPS:    float64(ok) / r.opts.Duration.Seconds(),
+		SendLagP99MS:  ms(r.lag.ValueAtQuantile(99)),
+		SendLagMaxMS:  ms(r.lag.Max()),
+		Reliable:      true,
+		TimelineBinMS: float64(DefaultTimelineBin) / float64(time.Millisecond),
+		Timeline:      r.timeline,
+		Histograms:    map[results.Outcome]string{},
+	}
+	if ok > 0 {
+		run.P50MS = ms(okh.ValueAtQuantile(50))
+		run.P99MS = ms(okh.ValueAtQuantile(99))
+		run.MaxMS = ms(okh.Max())
+		run.PickupP99MS = ms(r.pickup.ValueAtQuantile(99))
+	}
+	if float64(r.issued) < ReliableIssued*float64(r.count) {
+		run.Reliable = false
+		run.Warnings = append(run.Warnings, fmt.Sprintf(
+			"the load generator fell behind: it sent %d of the %d requests the schedule held (%.1f%%, want at least %.1f%%)",
+			r.issued, r.count, 100*float64(r.issued)/float64(r.count), 100*ReliableIssued))
+	}
+	if lag := time.Duration(r.lag.ValueAtQuantile(99)) * time.Microsecond; lag > ReliableLag {
+		run.Reliable = false
+		run.Warnings = append(run.Warnings, fmt.Sprintf(
+			"the load generator fell behind: send lag p99 %s, want at most %s", lag, ReliableLag))
+	}
+	for o, h := range r.hists {
+		b, err := h.Encode(hdr.V2CompressedEncodingCookieBase)
+		if err == nil {
+			run.Histograms[o] = string(b)
+		}
+	}
+	return run
+}

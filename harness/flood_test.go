@@ -1,0 +1,111 @@
+package harness
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ratelab/fakegpu"
+	"ratelab/results"
+)
+
+// TestFloodInProcess floods a real fakegpu server briefly, below capacity,
+// and checks the records against the server's own counts.
+func TestFloodInProcess(t *testing.T) {
+	srv, err := fakegpu.New(fakegpu.DefaultConfig())
+	require.NoError(t, err)
+	in, err := fakegpu.Listen(srv, "127.0.0.1:0")
+	require.NoError(t, err)
+	defer in.Close()
+	run, err := Flood(context.Background(), Options{
+		URL: in.URL + "/generate", Rate: 40, Duration: time.Second, Stats: ServerStats(srv),
+	})
+	require.NoError(t, err)
+	assert.Equal(t, int64(40), run.Expected, "expected")
+	assert.Equal(t, int64(40), run.Issued, "issued")
+	assert.Equal(t, int64(40), run.OK, "ok")
+	assert.Equal(t, run.OK, run.ServerFinal.Finished, "the server finished what the client saw succeed")
+	assert.GreaterOrEqual(t, run.P50MS, 100.0, "p50 includes the 100 ms of work")
+	assert.NotEmpty(t, run.Samples, "stats samples")
+	assert.GreaterOrEqual(t, run.DrainedS, 0.0, "drained")
+	for _, o := range results.Outcomes {
+		assert.NotEmpty(t, run.Histograms[o], "histogram for %s", o)
+	}
+}
+
+// stallServer answers at once, except that requests arriving between 0.5 s
+// and 1.5 s after the first one are held until 1.5 s: a 1 s stall.
+func stallServer(t *testing.T) *httptest.Server {
+	var first atomic.Int64
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now().UnixNano()
+		first.CompareAndSwap(0, now)
+		since := time.Duration(now - first.Load())
+		if since >= 500*time.Millisecond && since < 1500*time.Millisecond {
+			time.Sleep(1500*time.Millisecond - since)
+		}
+	}))
+}
+
+// TestCoordinatedOmission shows that latency measured from the intended send
+// time includes a server stall, even when the client pool is capped and
+// cannot send during it, while vegeta's own pickup latency hides it.
+func TestCoordinatedOmission(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods for 2 s twice")
+	}
+	for _, tt := range []struct {
+		name       string
+		maxWorkers uint64
+	}{
+		{"uncapped", 0},
+		{"capped at one worker", 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := stallServer(t)
+			defer ts.Close()
+			run, err := Flood(context.Background(), Options{
+				URL: ts.URL, Rate: 200, Duration: 2 * time.Second, maxWorkers: tt.maxWorkers,
+			})
+			require.NoError(t, err)
+			assert.Equal(t, int64(400), run.Issued, "issued")
+			// About 200 of 400 requests were due during the stall; the p99
+			// must show it.
+			assert.GreaterOrEqual(t, run.P99MS, 900.0, "p99 from intended send time")
+			if tt.maxWorkers == 1 {
+				// One worker sat in the stall; every other request was picked
+				// up late and then answered fast: vegeta's view hides it.
+				assert.Less(t, run.PickupP99MS, 100.0, "vegeta's pickup-based p99")
+				assert.False(t, run.Reliable, "a generator that fell 1 s behind is unreliable")
+				assert.NotEmpty(t, run.Warnings)
+			} else {
+				assert.True(t, run.Reliable, "an uncapped generator keeps its schedule: %v", run.Warnings)
+			}
+		})
+	}
+}
+
+// TestFloodInterrupted checks that cancelling a flood stops it early and
+// returns the partial run marked interrupted.
+func TestFloodInterrupted(t *testing.T) {
+	srv, err := fakegpu.New(fakegpu.DefaultConfig())
+	require.NoError(t, err)
+	in, err := fakegpu.Listen(srv, "127.0.0.1:0")
+	require.NoError(t, err)
+	defer in.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	run, err := Flood(ctx, Options{URL: in.URL + "/generate", Rate: 200, Duration: 10 * time.Second, Timeout: 30 * time.Second, Stats: ServerStats(srv)})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 3*time.Second, "an interrupted flood returns promptly")
+	require.NotNil(t, run)
+	assert.True(t, run.Interrupted)
+	assert.Less(t, run.Issued, run.Expected)
+}

@@ -1,0 +1,53 @@
+package harness
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// Intended returns when request seq (0-based) of a constant-rate schedule of
+// rate requests per second is due, measured from the start of the flood:
+// (seq+1)/rate. This matches vegeta's ConstantPacer, which sends its first
+// request one interval after the start.
+func Intended(rate float64, seq uint64) time.Duration {
+	return time.Duration(math.Round(float64(seq+1) / rate * float64(time.Second)))
+}
+
+// Pace is a constant-rate schedule of count requests as a pure function, in
+// the shape of vegeta's Pacer: given the time elapsed since the start and the
+// number of requests sent so far (hits), it returns how long to wait before
+// the next one, or stop once all count are sent. A request that is already
+// due waits 0, so a generator that fell behind catches up at once rather than
+// silently skipping its schedule.
+func Pace(rate float64, count uint64, elapsed time.Duration, hits uint64) (wait time.Duration, stop bool) {
+	if hits >= count {
+		return 0, true
+	}
+	due := Intended(rate, hits)
+	if due <= elapsed {
+		return 0, false
+	}
+	return due - elapsed, false
+}
+
+// pacer adapts Pace to vegeta's Pacer interface, and remembers when the
+// attack began: vegeta calls Pace(elapsed, 0) right after it takes its start
+// time, so now − elapsed recovers that instant to within a few hundred
+// nanoseconds. Intended send times are measured from it.
+type pacer struct {
+	rate  float64
+	count uint64
+
+	once  sync.Once
+	began time.Time
+}
+
+func (p *pacer) Pace(elapsed time.Duration, hits uint64) (time.Duration, bool) {
+	p.once.Do(func() { p.began = time.Now().Add(-elapsed) })
+	return Pace(p.rate, p.count, elapsed, hits)
+}
+
+// Rate returns the constant rate in requests per second, as vegeta's Pacer
+// interface asks.
+func (p *pacer) Rate(time.Duration) float64 { return p.rate }

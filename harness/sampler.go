@@ -1,0 +1,158 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"ratelab/fakegpu"
+	"ratelab/results"
+)
+
+// HTTPStats returns a StatsFunc that reads baseURL + "/stats" with its own
+// client, so sampling never waits behind the flood's connections.
+func HTTPStats(baseURL string) StatsFunc {
+	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	u := strings.TrimSuffix(baseURL, "/") + "/stats"
+	return func(ctx context.Context) (fakegpu.Stats, error) {
+		var s fakegpu.Stats
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return s, err
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return s, fmt.Errorf("read server stats: %w", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return s, fmt.Errorf("read server stats: %s answered %s", u, resp.Status)
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+			return s, fmt.Errorf("read server stats: %w", err)
+		}
+		return s, nil
+	}
+}
+
+// ServerStats returns a StatsFunc that reads an in-process server directly.
+func ServerStats(s *fakegpu.Server) StatsFunc {
+	return func(context.Context) (fakegpu.Stats, error) { return s.Stats(), nil }
+}
+
+// sampler reads the server's stats at a fixed interval in the background.
+type sampler struct {
+	opts Options
+	t0   time.Time
+
+	mu      sync.Mutex
+	samples []results.Sample
+	err     error
+	drained chan struct{} // closed by the sampler once a sample shows an empty, idle server after the flood
+	flooded chan struct{} // closed when sending has stopped
+	done    chan struct{}
+	cancel  context.CancelFunc
+	once    sync.Once
+	wg      sync.WaitGroup
+}
+
+func startSampler(opts Options, t0 time.Time) *sampler {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &sampler{
+		opts:    opts,
+		t0:      t0,
+		drained: make(chan struct{}),
+		flooded: make(chan struct{}),
+		done:    make(chan struct{}),
+		cancel:  cancel,
+	}
+	if opts.Stats == nil {
+		close(s.drained)
+		return s
+	}
+	s.wg.Add(1)
+	go s.loop(ctx)
+	return s
+}
+
+func (s *sampler) loop(ctx context.Context) {
+	defer s.wg.Done()
+	tick := time.NewTicker(s.opts.SampleEvery)
+	defer tick.Stop()
+	drainedOnce := sync.Once{}
+	for {
+		st, err := s.opts.Stats(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		s.mu.Lock()
+		if err != nil {
+			if s.err == nil {
+				s.err = err
+			}
+		} else {
+			s.samples = append(s.samples, results.Sample{TS: time.Since(s.t0).Seconds(), Stats: st})
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.flooded:
+			if err != nil || (st.Waiting == 0 && st.InFlight == 0) {
+				drainedOnce.Do(func() { close(s.drained) })
+			}
+		default:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// drain waits until the server's line is empty, for at most limit.
+func (s *sampler) drain(ctx context.Context, limit time.Duration) {
+	close(s.flooded)
+	if limit < 0 {
+		return
+	}
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-s.drained:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+func (s *sampler) stop() {
+	s.once.Do(func() {
+		s.cancel()
+		s.wg.Wait()
+	})
+}
+
+// fill copies the samples into run, with the stats the moment the flood
+// ended (floodEnd after t0) and the final ones.
+func (s *sampler) fill(run *results.Run, floodEnd time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	run.SampleEveryMS = float64(s.opts.SampleEvery) / float64(time.Millisecond)
+	run.Samples = s.samples
+	run.DrainedS = -1
+	if s.err != nil {
+		run.Warnings = append(run.Warnings, fmt.Sprintf("server stats: %v", s.err))
+	}
+	if len(s.samples) == 0 {
+		return
+	}
+	end := floodEnd.Seconds()
+	last := s.samples[len(s.samples)-1]
+	run.ServerFinal = last.Stats
+	if last.Stats.Waiting == 0 && last.Stats.InFlight == 0 {
+		run.DrainedS = max(0, last.TS-end)
+	}
+}
