@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"ratelab/fakegpu"
+	"ratelab/harness"
+	"ratelab/reports"
+	"ratelab/results"
+)
+
+func init() {
+	commands = append(commands, &command{
+		Name:      "flood",
+		UsageLine: "flood RATE [--seconds 10] [--timeout 1s] [--mode none] [--url http://127.0.0.1:8000] [--client-id ID] [--json]",
+		Short:     "send an open-loop flood and print one line of results",
+		Long: `Flood sends RATE requests per second to /generate for --seconds, each client
+giving up after --timeout, and prints one line: offered load, goodput,
+outcome counts, the p99 of successes and the server's own counts.
+
+Without --url it floods a fresh in-process server in --mode; with --url it
+floods a server already running on this machine (start one with
+'grade serve'). Floods only ever target loopback addresses.
+
+Latency is measured from each request's scheduled send time, so queueing
+inside the load generator is not hidden. If the generator fell behind its
+schedule the line says so.`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
+			seconds := fs.Float64("seconds", 10, "how long to send, in seconds")
+			timeout := fs.Duration("timeout", harness.DefaultTimeout, "the client's timeout for each request")
+			mode := fs.String("mode", "none", "server mode for the in-process server: none")
+			target := fs.String("url", "", "base URL of a running server, such as http://127.0.0.1:8000")
+			clientID := fs.String("client-id", "", "send this X-Client-Id header with every request")
+			asJSON := fs.Bool("json", false, "print the run as JSON instead of one line")
+			return func(ctx context.Context, args []string) error {
+				if len(args) != 1 {
+					return usagef("want exactly one RATE in requests per second, such as 'grade flood 120'")
+				}
+				rate, err := parseRate(args[0])
+				if err != nil {
+					return err
+				}
+				if math.IsNaN(*seconds) || *seconds <= 0 || *seconds > harness.MaxDuration.Seconds() {
+					return usagef("--seconds %v: want more than 0 and at most %v", *seconds, harness.MaxDuration.Seconds())
+				}
+				if *timeout <= 0 || *timeout > harness.MaxTimeout {
+					return usagef("--timeout %s: want more than 0 and at most %s", *timeout, harness.MaxTimeout)
+				}
+				opts := harness.Options{
+					Rate:     rate,
+					Duration: time.Duration(*seconds * float64(time.Second)),
+					Timeout:  *timeout,
+				}
+				if *clientID != "" {
+					opts.Header = http.Header{"X-Client-Id": []string{*clientID}}
+				}
+				var run *results.Run
+				if *target != "" {
+					run, err = floodURL(ctx, *target, opts)
+				} else {
+					run, err = floodInProcess(ctx, *mode, opts)
+				}
+				if run != nil {
+					if *asJSON {
+						doc := &results.Document{Schema: results.Schema, Task: "flood", Runs: []*results.Run{run}, Env: results.CurrentEnv("")}
+						if jerr := doc.Encode(stdout); jerr != nil {
+							return jerr
+						}
+					} else if perr := reports.FloodLine(stdout, run); perr != nil {
+						return perr
+					}
+				}
+				if errors.Is(err, harness.ErrBadOptions) {
+					return usageError{err.Error()}
+				}
+				return err
+			}
+		},
+	})
+}
+
+// parseRate reads a request rate, refusing zero, negative, NaN and absurd
+// values with one clear line.
+func parseRate(s string) (float64, error) {
+	rate, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(rate) || math.IsInf(rate, 0) {
+		return 0, usagef("rate %q: want a number of requests per second, such as 120", s)
+	}
+	if rate <= 0 || rate > harness.MaxRate {
+		return 0, usagef("rate %v: want more than 0 and at most %v requests per second", rate, harness.MaxRate)
+	}
+	return rate, nil
+}
+
+func floodURL(ctx context.Context, base string, opts harness.Options) (*results.Run, error) {
+	base = strings.TrimSuffix(base, "/")
+	if err := harness.CheckLoopback(base); err != nil {
+		return nil, usageError{err.Error()}
+	}
+	stats := harness.HTTPStats(base)
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err := stats(pctx)
+	cancel()
+	if err != nil {
+		return nil, usagef("cannot reach a ratelab server at %s (%v); start one with 'grade serve'", base, err)
+	}
+	opts.URL = base + "/generate"
+	opts.Stats = stats
+	return harness.Flood(ctx, opts)
+}
+
+func floodInProcess(ctx context.Context, modeName string, opts harness.Options) (*results.Run, error) {
+	mode, err := fakegpu.ParseMode(modeName)
+	if err != nil {
+		return nil, usageError{err.Error()}
+	}
+	if mode != fakegpu.ModeNone {
+		return nil, usagef("mode %s needs the admission code of task 2, which this version of ratelab does not have yet", mode)
+	}
+	cfg := fakegpu.DefaultConfig()
+	cfg.Mode = mode
+	srv, err := fakegpu.New(cfg)
+	if err != nil {
+		return nil, usageError{err.Error()}
+	}
+	in, err := fakegpu.Listen(srv, "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	opts.URL = in.URL + "/generate"
+	opts.Stats = harness.ServerStats(srv)
+	fmt.Fprintf(stderr, "flooding an in-process server (%s, capacity %.0f req/s) at %g req/s for %s ...\n",
+		mode, cfg.Capacity(), opts.Rate, opts.Duration)
+	return harness.Flood(ctx, opts)
+}

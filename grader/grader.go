@@ -1,0 +1,150 @@
+// Package grader turns floods and unit tests into a score. Each Task runs its
+// stages (unit tests, then floods, then invariants) and records every check,
+// with its tolerance and the reason for it, in a results.Document.
+//
+// The grader trusts only two sources: the server's own counters and the load
+// generator's records. Nothing a learner's code prints is read.
+package grader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"ratelab/fakegpu"
+	"ratelab/harness"
+	"ratelab/results"
+)
+
+// Impl names the tree being graded.
+type Impl string
+
+// The trees.
+const (
+	Exercises Impl = "exercises" // the learner's stubs
+	Solutions Impl = "solutions" // the reference
+)
+
+// Options configure one grading run.
+type Options struct {
+	// Impl is the tree to grade.
+	Impl Impl
+	// Log receives progress lines meant for people; nil discards them.
+	Log io.Writer
+}
+
+// Task is one gradable task of the lab. The table in tasks.go lists them.
+type Task struct {
+	// ID is the name used on the command line, such as "task1".
+	ID string
+	// Number is the task's number in the lab.
+	Number int
+	// Title says in a few words what the task is about.
+	Title string
+	// Handout is the task's page under docs/tasks.
+	Handout string
+	// Files are the files a learner edits; none for a task that only
+	// observes.
+	Files []string
+	// Hints teach the idea without giving code, two to five lines each.
+	Hints []string
+
+	grade func(ctx context.Context, g *grading) error
+}
+
+// grading collects one task's checks and runs.
+type grading struct {
+	task Task
+	opts Options
+	doc  *results.Document
+}
+
+func (g *grading) logf(format string, args ...any) {
+	if g.opts.Log != nil {
+		fmt.Fprintf(g.opts.Log, format+"\n", args...)
+	}
+}
+
+// check records one check. A check on a run that the load generator could
+// not keep to its schedule is an error, not a verdict on the learner's code.
+func (g *grading) check(c results.Check, pass bool, run *results.Run) {
+	c.Task = g.task.ID
+	switch {
+	case run != nil && !run.Reliable:
+		c.Status = results.StatusError
+		c.Score = 0
+		c.Message = fmt.Sprintf("not judged: run %s is unreliable (%v); %s", run.Name, run.Warnings, c.Message)
+	case pass:
+		c.Status = results.StatusPass
+		c.Score = c.MaxScore
+	default:
+		c.Status = results.StatusFail
+		c.Score = 0
+	}
+	if run != nil {
+		c.Run = run.Name
+	}
+	g.doc.Checks = append(g.doc.Checks, c)
+}
+
+// flood floods a fresh in-process server with cfg and records the run.
+func (g *grading) flood(ctx context.Context, cfg fakegpu.Config, opts harness.Options) (*results.Run, error) {
+	srv, err := fakegpu.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	in, err := fakegpu.Listen(srv, "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	opts.URL = in.URL + "/generate"
+	opts.Stats = harness.ServerStats(srv)
+	g.logf("  flooding %s: %g req/s for %s, client timeout %s ...", opts.Name, opts.Rate, opts.Duration, opts.Timeout)
+	run, err := harness.Flood(ctx, opts)
+	if run != nil {
+		run.Server = fmt.Sprintf("%s, %d slots x %s", cfg.Mode, cfg.Slots, cfg.Work)
+		g.doc.Runs = append(g.doc.Runs, run)
+		g.logf("    sent %d, ok %d, p99 %.0f ms, still waiting %d, dead %d",
+			run.Issued, run.OK, run.P99MS, run.ServerAfterFlood.Waiting, run.ServerFinal.Dead)
+		for _, w := range run.Warnings {
+			g.logf("    warning: %s", w)
+		}
+	}
+	return run, err
+}
+
+// Grade runs task against opts.Impl and returns its document. A non-nil
+// error means the grader could not finish (interrupted, or the machine
+// failed); the document then holds whatever was measured, marked so.
+func Grade(ctx context.Context, task Task, opts Options) (*results.Document, error) {
+	if opts.Impl == "" {
+		opts.Impl = Exercises
+	}
+	doc := &results.Document{
+		Schema:  results.Schema,
+		Task:    task.ID,
+		Impl:    string(opts.Impl),
+		Started: time.Now().UTC(),
+		Checks:  []results.Check{},
+		Runs:    []*results.Run{},
+	}
+	g := &grading{task: task, opts: opts, doc: doc}
+	g.logf("%s: %s (%s)", task.ID, task.Title, opts.Impl)
+	err := task.grade(ctx, g)
+	doc.Finished = time.Now().UTC()
+	doc.Env = results.CurrentEnv("")
+	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		doc.Interrupted = true
+		doc.Notes = append(doc.Notes, "interrupted: the checks cover only what finished")
+	} else if err != nil {
+		doc.Checks = append(doc.Checks, results.Check{
+			Task: task.ID, Name: "grader", Status: results.StatusError,
+			Message: fmt.Sprintf("the grader could not finish: %v", err),
+		})
+	}
+	doc.Total()
+	return doc, err
+}

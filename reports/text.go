@@ -1,0 +1,101 @@
+// Package reports renders results documents for people: a text table for
+// the terminal now, HTML pages and summaries as the lab grows.
+package reports
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"ratelab/results"
+)
+
+// Text writes doc as the terminal sees it: the floods as a table with the
+// model's predictions beside the measurements, then every check, then the
+// score. It returns the first write error.
+func Text(w io.Writer, doc *results.Document) error {
+	ew := &errWriter{w: w}
+	if len(doc.Runs) > 0 {
+		fmt.Fprintf(ew, "\n")
+		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "run\tsent\tok\tmodel\t429\t503\ttimeout\tgoodput/s\tp99 ok\tmodel p99\tstill waiting\tdead\tsend lag p99\t")
+		for _, r := range doc.Runs {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%d\t%.1f\t%s\t%s\t%d\t%d\t%.1f ms\t\n",
+				r.Name, r.Issued, r.OK, predicted(r, "ok", "%.0f"),
+				r.Counts[results.OutcomeTooMany], r.Counts[results.OutcomeUnavailable], r.Counts[results.OutcomeTimeout],
+				r.GoodputRPS, msOrDash(r.OK, r.P99MS), predicted(r, "p99_ms", "%.0f ms"),
+				r.ServerAfterFlood.Waiting, r.ServerFinal.Dead, r.SendLagP99MS)
+		}
+		tw.Flush()
+		for _, r := range doc.Runs {
+			for _, warn := range r.Warnings {
+				fmt.Fprintf(ew, "warning: %s: %s\n", r.Name, warn)
+			}
+		}
+	}
+	fmt.Fprintf(ew, "\nchecks:\n")
+	for _, c := range doc.Checks {
+		fmt.Fprintf(ew, "  %-5s %4s  %s\n", strings.ToUpper(string(c.Status)), points(c.Score, c.MaxScore), c.Name)
+		if c.Message != "" {
+			fmt.Fprintf(ew, "              %s\n", c.Message)
+		}
+	}
+	for _, n := range doc.Notes {
+		fmt.Fprintf(ew, "note: %s\n", n)
+	}
+	fmt.Fprintf(ew, "\n%s %s: %s, score %s\n", doc.Task, doc.Impl, strings.ToUpper(string(doc.Status)), points(doc.Score, doc.MaxScore))
+	return ew.err
+}
+
+// FloodLine writes one run as a single line, like the lesson's flood script.
+func FloodLine(w io.Writer, r *results.Run) error {
+	var parts []string
+	for _, o := range results.Outcomes {
+		if n := r.Counts[o]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s: %d", o, n))
+		}
+	}
+	_, err := fmt.Fprintf(w, "offered %g/s  goodput %.1f/s  {%s}  p99 %s  server: finished %d, still waiting %d, dead %d\n",
+		r.OfferedRPS, r.GoodputRPS, strings.Join(parts, ", "), msOrDash(r.OK, r.P99MS),
+		r.ServerAfterFlood.Finished, r.ServerAfterFlood.Waiting, r.ServerFinal.Dead)
+	for _, warn := range r.Warnings {
+		if err == nil {
+			_, err = fmt.Fprintf(w, "warning: %s\n", warn)
+		}
+	}
+	return err
+}
+
+func predicted(r *results.Run, key, format string) string {
+	if v, ok := r.Predicted[key]; ok {
+		return fmt.Sprintf(format, v)
+	}
+	return "-"
+}
+
+func msOrDash(n int64, v float64) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f ms", v)
+}
+
+func points(score, max float64) string {
+	return fmt.Sprintf("%g/%g", score, max)
+}
+
+// errWriter remembers the first write error so callers can check once.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}
