@@ -113,7 +113,8 @@ func run(ctx context.Context, args []string) int {
 	case errors.As(err, &fe):
 		fmt.Fprintf(stderr, "grade %s: %v\n", cmd.Name, err)
 		return exitFail
-	case errors.Is(err, context.Canceled):
+	case ctx.Err() != nil:
+		// Ctrl-C: whatever was measured has been written, marked interrupted.
 		fmt.Fprintf(stderr, "grade %s: interrupted\n", cmd.Name)
 		return exitFail
 	default:

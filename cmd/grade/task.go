@@ -111,7 +111,7 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 		}
 	}
 	switch {
-	case gradeErr != nil && errors.Is(gradeErr, context.Canceled):
+	case gradeErr != nil && ctx.Err() != nil:
 		return gradeErr
 	case gradeErr != nil:
 		return fmt.Errorf("grading stopped: %w", gradeErr)

@@ -1,4 +1,4 @@
-// WRONG (task 2, background-ctx): waits for a slot with context.Background(), so a client that hung up keeps its place and gets dead work; caught by ClientLeavesLine.
+// WRONG (task 2, background-ctx): waits for a slot with context.Background(), so a client that hung up keeps its place in line and gets dead work; caught by ClientLeavesLine.
 
 // Package shedding is the reference for task 2: the admission logic that
 // decides, for each /generate request of the fake GPU, whether it is refused

@@ -1,4 +1,4 @@
-// WRONG (task 2, deadline-zero-expires): treats Deadline 0 as "expire at once" instead of "check off", so every request that waited at all gets 503; caught by DeadlineZeroIsOff.
+// WRONG (task 2, deadline-zero-expires): treats Deadline 0 as "expire at once" instead of "check off", so every request that waited at all gets 503; caught by DeadlineZeroIsOff (also ShedWhenLineFull, ShedBeforeSlot, ShedModeSkipsLimiter).
 
 // Package shedding is the reference for task 2: the admission logic that
 // decides, for each /generate request of the fake GPU, whether it is refused

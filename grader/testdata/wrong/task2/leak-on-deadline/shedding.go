@@ -1,4 +1,4 @@
-// WRONG (task 2, leak-on-deadline): forgets to release the slot on the deadline path, so each expired request loses a slot for good; caught by DeadlineExpiry (Leaked) and SlotAlwaysReleased.
+// WRONG (task 2, leak-on-deadline): forgets to release the slot on the deadline path, so each expired request loses a slot for good; caught by DeadlineExpiry (Stats().Leaked) and SlotAlwaysReleased.
 
 // Package shedding is the reference for task 2: the admission logic that
 // decides, for each /generate request of the fake GPU, whether it is refused

@@ -1,4 +1,4 @@
-// WRONG (task 2, line-off-by-one): sheds only when more than MaxWaiting wait, so the line holds MaxWaiting+1; caught by ShedWhenLineFull and LineBound.
+// WRONG (task 2, line-off-by-one): sheds only when more than MaxWaiting wait (> instead of >=), so the line holds MaxWaiting+1; caught by ShedWhenLineFull and LineBound (also ShedBeforeSlot, LimitBeforeShed, ShedModeSkipsLimiter).
 
 // Package shedding is the reference for task 2: the admission logic that
 // decides, for each /generate request of the fake GPU, whether it is refused

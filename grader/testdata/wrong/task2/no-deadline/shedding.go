@@ -1,4 +1,4 @@
-// WRONG (task 2, no-deadline): the deadline check (step 4) is missing: requests that waited past Deadline are still worked on; caught by DeadlineExpiry.
+// WRONG (task 2, no-deadline): the deadline check (step 4) is missing, so requests that waited past Deadline are still worked on; caught by DeadlineExpiry.
 
 // Package shedding is the reference for task 2: the admission logic that
 // decides, for each /generate request of the fake GPU, whether it is refused

@@ -1,4 +1,4 @@
-// WRONG (task 2, no-queue-bound): never sheds: the line-length check (step 2) is missing, so the line grows without bound; caught by ShedWhenLineFull, ShedBeforeSlot and LineBound.
+// WRONG (task 2, no-queue-bound): never sheds: the line-length check (step 2) is missing, so the line grows without bound; caught by ShedWhenLineFull, ShedBeforeSlot and LineBound (also LimitBeforeShed, ShedModeSkipsLimiter).
 
 // Package shedding is the reference for task 2: the admission logic that
 // decides, for each /generate request of the fake GPU, whether it is refused

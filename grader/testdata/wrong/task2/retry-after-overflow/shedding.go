@@ -1,4 +1,4 @@
-// WRONG (task 2, retry-after-overflow): rounds up with (d+time.Second-1)/time.Second, which overflows for huge waits and gives 1; caught by RetryAfterSeconds.
+// WRONG (task 2, retry-after-overflow): rounds up with (d+time.Second-1)/time.Second, which overflows for huge waits such as lab.InfDuration and gives 1; caught by RetryAfterSeconds.
 
 // Package shedding is the reference for task 2: the admission logic that
 // decides, for each /generate request of the fake GPU, whether it is refused

@@ -1,4 +1,4 @@
-// WRONG (task 2, retry-after-zero): RetryAfterSeconds rounds down, so any wait under a second gives Retry-After 0; caught by RetryAfterSeconds and Limited429.
+// WRONG (task 2, retry-after-zero): RetryAfterSeconds rounds down, so any wait under a second gives Retry-After 0; caught by RetryAfterSeconds and Limited429 (also SlotAlwaysReleased).
 
 // Package shedding is the reference for task 2: the admission logic that
 // decides, for each /generate request of the fake GPU, whether it is refused

@@ -1,4 +1,4 @@
-// WRONG (task 2, shed-after-slot): takes the slot first, then checks the line: a full line makes newcomers wait and their 503s count as expired; caught by ShedWhenLineFull and ShedBeforeSlot (also LineBound).
+// WRONG (task 2, shed-after-slot): takes the slot first, then checks the line, so a full line makes newcomers wait and their 503s count as expired; caught by ShedWhenLineFull and ShedBeforeSlot (also LineBound, LimitBeforeShed, ShedModeSkipsLimiter).
 
 // Package shedding is the reference for task 2: the admission logic that
 // decides, for each /generate request of the fake GPU, whether it is refused

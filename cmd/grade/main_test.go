@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ratelab/results"
+)
+
+// runCapture runs a command line and returns its exit code and output.
+func runCapture(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	stdout, stderr = &out, &errOut
+	defer func() { stdout, stderr = os.Stdout, os.Stderr }()
+	code := run(ctx, args)
+	return code, out.String(), errOut.String()
+}
+
+func TestUsageErrors(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	busyPort := fmt.Sprint(busy.Addr().(*net.TCPAddr).Port)
+
+	tests := []struct {
+		args []string
+		want string // in stderr
+	}{
+		{nil, "Usage"},
+		{[]string{"nope"}, `unknown command "nope"`},
+		{[]string{"flood"}, "want exactly one RATE"},
+		{[]string{"flood", "0"}, "rate 0"},
+		{[]string{"flood", "-5"}, "flag provided but not defined"}, // read as a flag
+		{[]string{"flood", "--", "-5"}, "rate -5"},
+		{[]string{"flood", "NaN"}, `rate "NaN"`},
+		{[]string{"flood", "abc"}, `rate "abc"`},
+		{[]string{"flood", "1e12"}, "at most"},
+		{[]string{"flood", "100", "--seconds", "0"}, "--seconds 0"},
+		{[]string{"flood", "100", "--timeout", "-1s"}, "--timeout"},
+		{[]string{"flood", "100", "--mode", "turbo"}, `unknown mode "turbo"`},
+		{[]string{"flood", "100", "--url", "http://192.168.1.10:8000"}, "only target loopback"},
+		{[]string{"flood", "100", "--url", "http://127.0.0.1:1"}, "cannot reach"},
+		{[]string{"flood", "100", "--bogus"}, "flag provided but not defined"},
+		{[]string{"serve", "--port", busyPort}, "already in use"},
+		{[]string{"serve", "--port", "70000"}, "--port 70000"},
+		{[]string{"serve", "--slots", "0"}, "slots 0"},
+		{[]string{"hint"}, "want one task"},
+		{[]string{"hint", "task99"}, `unknown task "task99"`},
+		{[]string{"help", "nope"}, `unknown command "nope"`},
+		{[]string{"task1", "extra"}, "takes no arguments"},
+	}
+	for _, tt := range tests {
+		code, _, errOut := runCapture(t, context.Background(), tt.args...)
+		assert.Equal(t, exitUsage, code, "grade %s: exit code; stderr %q", strings.Join(tt.args, " "), errOut)
+		assert.Contains(t, errOut, tt.want, "grade %s: stderr", strings.Join(tt.args, " "))
+		assert.NotContains(t, errOut, "goroutine", "grade %s: a stack trace", strings.Join(tt.args, " "))
+		if len(tt.args) > 0 {
+			assert.LessOrEqual(t, strings.Count(strings.TrimSpace(errOut), "\n"), 1, "grade %s: one line (plus usage)", strings.Join(tt.args, " "))
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	code, out, _ := runCapture(t, context.Background(), "help")
+	assert.Equal(t, exitPass, code)
+	for _, c := range commands {
+		assert.Contains(t, out, c.Name, "help lists %s", c.Name)
+		code, out, _ := runCapture(t, context.Background(), "help", c.Name)
+		assert.Equal(t, exitPass, code, "help %s", c.Name)
+		assert.Contains(t, out, "usage: grade "+c.Name, "help %s", c.Name)
+	}
+	code, out, _ = runCapture(t, context.Background(), "flood", "--help")
+	assert.Equal(t, exitPass, code)
+	assert.Contains(t, out, "-seconds")
+	code, out, _ = runCapture(t, context.Background(), "--help")
+	assert.Equal(t, exitPass, code)
+	assert.Contains(t, out, "Exit codes")
+}
+
+func TestListAndHint(t *testing.T) {
+	code, out, _ := runCapture(t, context.Background(), "list")
+	assert.Equal(t, exitPass, code)
+	assert.Contains(t, out, "task1")
+	code, out, _ = runCapture(t, context.Background(), "hint", "task1")
+	assert.Equal(t, exitPass, code)
+	assert.Contains(t, out, "hint 1")
+}
+
+func TestFloodInProcess(t *testing.T) {
+	code, out, errOut := runCapture(t, context.Background(), "flood", "40", "--seconds", "0.5")
+	require.Equal(t, exitPass, code, errOut)
+	assert.Contains(t, out, "offered 40/s")
+	assert.Contains(t, out, "200: 20")
+}
+
+// TestInterruptedTaskWritesPartialResults cancels a task part way, as
+// Ctrl-C does, and checks the partial document and the exit code.
+func TestInterruptedTaskWritesPartialResults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods for a second")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(1500*time.Millisecond, cancel) // as Ctrl-C would
+	start := time.Now()
+	code, _, errOut := runCapture(t, ctx, "task1", "--out", dir)
+	assert.Less(t, time.Since(start), 10*time.Second, "stops promptly")
+	assert.Equal(t, exitFail, code, errOut)
+	assert.Contains(t, errOut, "interrupted")
+	f, err := os.Open(filepath.Join(dir, "results.json"))
+	require.NoError(t, err)
+	defer f.Close()
+	doc, err := results.Decode(f)
+	require.NoError(t, err)
+	assert.True(t, doc.Interrupted)
+	assert.Equal(t, results.StatusFail, doc.Status)
+	require.NotEmpty(t, doc.Runs)
+	assert.True(t, doc.Runs[0].Interrupted)
+
+	// A second run into the same folder refuses to overwrite.
+	code, _, errOut = runCapture(t, context.Background(), "task1", "--out", dir)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "--force")
+}
+
+func TestFloodJSON(t *testing.T) {
+	code, out, errOut := runCapture(t, context.Background(), "flood", "20", "--seconds", "0.5", "--json")
+	require.Equal(t, exitPass, code, errOut)
+	var doc results.Document
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	require.Len(t, doc.Runs, 1)
+	assert.Equal(t, int64(10), doc.Runs[0].OK)
+}

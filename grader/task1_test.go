@@ -1,0 +1,94 @@
+package grader
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ratelab/fakegpu"
+	"ratelab/results"
+)
+
+// measuredTask1 returns runs shaped like a real task 1 on a 2-core machine.
+func measuredTask1() []*results.Run {
+	mk := func(name string, rate, timeout float64, ok, waiting, dead int64, p99 float64) *results.Run {
+		issued := int64(rate * 10)
+		return &results.Run{
+			Name: name, OfferedRPS: rate, DurationS: 10, TimeoutS: timeout,
+			Expected: issued, Issued: issued, OK: ok, GoodputRPS: float64(ok) / 10, P99MS: p99, Reliable: true,
+			ServerAfterFlood: fakegpu.Stats{Waiting: waiting},
+			ServerFinal:      fakegpu.Stats{Dead: dead},
+		}
+	}
+	runs := []*results.Run{
+		mk("80/s", 80, 1, 800, 0, 0, 191),
+		mk("120/s", 120, 1, 216, 327, 984, 991),
+		mk("160/s", 160, 1, 144, 726, 1456, 967),
+		mk("240/s", 240, 1, 112, 1523, 2288, 978),
+		mk("120/s, 30 s timeout", 120, 30, 1200, 0, 0, 5153),
+	}
+	cfg := fakegpu.DefaultConfig()
+	for i, r := range runs {
+		r.Predicted = task1Predicted(cfg, task1Rows[i])
+	}
+	return runs
+}
+
+func judgeTask1(runs []*results.Run) map[string]results.Check {
+	g := &grading{task: tasks[0], doc: &results.Document{}}
+	checkTask1(g, runs)
+	out := map[string]results.Check{}
+	for _, c := range g.doc.Checks {
+		out[c.Name] = c
+	}
+	return out
+}
+
+func TestTask1ChecksPassOnMeasuredCollapse(t *testing.T) {
+	for name, c := range judgeTask1(measuredTask1()) {
+		assert.Equal(t, results.StatusPass, c.Status, "%s: %s", name, c.Message)
+		assert.Positive(t, c.MaxScore, name)
+	}
+}
+
+func TestTask1ChecksFail(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func([]*results.Run)
+		fails  string
+		status results.Status
+	}{
+		{"a server that never collapses", func(r []*results.Run) { r[1].OK, r[1].GoodputRPS = 1200, 120 },
+			"120/s: successes match the model", results.StatusFail},
+		{"one request lost at capacity", func(r []*results.Run) { r[0].OK = 799 },
+			"80/s: every request succeeds", results.StatusFail},
+		{"queueing at capacity", func(r []*results.Run) { r[0].P99MS = 600 },
+			"80/s: p99 of successes under 250 ms", results.StatusFail},
+		{"a count just outside the band", func(r []*results.Run) { r[3].OK = 115 },
+			"240/s: successes match the model", results.StatusFail},
+		{"no dead work", func(r []*results.Run) { r[2].ServerFinal.Dead = 0 },
+			"160/s: the server keeps working for nobody", results.StatusFail},
+		{"no backlog", func(r []*results.Run) { r[2].ServerAfterFlood.Waiting = 0 },
+			"160/s: the server keeps working for nobody", results.StatusFail},
+		{"flat goodput", func(r []*results.Run) { r[3].GoodputRPS = r[2].GoodputRPS },
+			"goodput falls as offered load rises", results.StatusFail},
+		{"a patient client dropped", func(r []*results.Run) { r[4].OK = 1199 },
+			"Break It 4: with a 30 s timeout every request succeeds", results.StatusFail},
+		{"no waiting with patient clients", func(r []*results.Run) { r[4].P99MS = 150 },
+			"Break It 4: the p99 is seconds, as the model says", results.StatusFail},
+		{"an unreliable generator is not a verdict", func(r []*results.Run) { r[1].Reliable = false },
+			"120/s: successes match the model", results.StatusError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runs := measuredTask1()
+			tt.change(runs)
+			checks := judgeTask1(runs)
+			c, ok := checks[tt.fails]
+			require.True(t, ok, "no check named %q", tt.fails)
+			assert.Equal(t, tt.status, c.Status, "%s: %s", c.Name, c.Message)
+			assert.Zero(t, c.Score, "a check that did not pass scores 0")
+		})
+	}
+}
