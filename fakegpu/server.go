@@ -261,14 +261,23 @@ func (j *Job) ClientKey() string {
 	return host
 }
 
-// Acquire joins the line and waits for a slot, first come first served. It
-// returns ctx's error if ctx ends first. Acquire on a job that already holds
+// Acquire takes a free slot, or else joins the line and waits for one, first
+// come first served. It returns ctx's error if ctx ends first. Acquire on a job that already holds
 // a slot returns an error at once.
 func (j *Job) Acquire(ctx context.Context) error {
 	if j.held {
 		return fmt.Errorf("fakegpu: job already holds a slot")
 	}
 	s := j.s
+	// A free slot is taken without ever joining the line, so a server
+	// below capacity reports nobody waiting.
+	select {
+	case s.slots <- struct{}{}:
+		s.inFlight.Add(1)
+		j.held, j.acquired = true, true
+		return nil
+	default:
+	}
 	n := s.waiting.Add(1)
 	for {
 		m := s.maxWaiting.Load()
