@@ -1,0 +1,18 @@
+package shedding_test
+
+import (
+	"testing"
+
+	"ratelab/internal/suites/sheddingsuite"
+	"ratelab/solutions/shedding"
+)
+
+// TestShedding runs task 2's shared suite. Don't edit it: the same checks run
+// against the exercise and the reference.
+func TestShedding(t *testing.T) {
+	sheddingsuite.Run(t, sheddingsuite.Impl{
+		Admit:             shedding.Admit,
+		RetryAfterSeconds: shedding.RetryAfterSeconds,
+		DrainTime:         shedding.DrainTime,
+	})
+}
