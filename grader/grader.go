@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"ratelab/fakegpu"
@@ -31,8 +32,38 @@ const (
 type Options struct {
 	// Impl is the tree to grade.
 	Impl Impl
+	// Root is the ratelab repository's root folder (see FindRoot). Tasks
+	// with unit tests or learner code need it.
+	Root string
 	// Log receives progress lines meant for people; nil discards them.
 	Log io.Writer
+	// Replace swaps files of the graded tree for others, by repository
+	// path (such as "exercises/bucket/bucket.go"), without touching them on
+	// disk. The grader's own tests use it to run known-wrong code.
+	Replace map[string]string
+	// UnitOnly stops after the unit tests: floods are skipped.
+	UnitOnly bool
+	// UnitTimeout bounds the unit tests (default DefaultUnitTimeout).
+	UnitTimeout time.Duration
+}
+
+// Unit describes a task's frozen unit tests and how they map to checks.
+type Unit struct {
+	// Package is the folder under exercises/ and solutions/, such as "bucket".
+	Package string
+	// File is the file the learner edits in that folder.
+	File string
+	// Test is the top-level test that runs the shared suite.
+	Test string
+	// Checks group the suite's subtests into scored checks.
+	Checks []UnitCheck
+}
+
+// UnitCheck is one scored group of subtests.
+type UnitCheck struct {
+	Name     string
+	Subtests []string // names under Unit.Test; all must pass
+	Points   float64
 }
 
 // Task is one gradable task of the lab. The table in tasks.go lists them.
@@ -50,6 +81,8 @@ type Task struct {
 	Files []string
 	// Hints teach the idea without giving code, two to five lines each.
 	Hints []string
+	// Unit is the task's unit-test stage, if it has one.
+	Unit *Unit
 
 	grade func(ctx context.Context, g *grading) error
 }
@@ -59,6 +92,7 @@ type grading struct {
 	task Task
 	opts Options
 	doc  *results.Document
+	tmp  string // scratch folder for binaries and overlays, removed at the end
 }
 
 func (g *grading) logf(format string, args ...any) {
@@ -123,6 +157,9 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 	if opts.Impl == "" {
 		opts.Impl = Exercises
 	}
+	if opts.UnitTimeout <= 0 {
+		opts.UnitTimeout = DefaultUnitTimeout
+	}
 	doc := &results.Document{
 		Schema:  results.Schema,
 		Task:    task.ID,
@@ -133,7 +170,12 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 	}
 	g := &grading{task: task, opts: opts, doc: doc}
 	g.logf("%s: %s (%s)", task.ID, task.Title, opts.Impl)
-	err := task.grade(ctx, g)
+	tmp, err := os.MkdirTemp("", "ratelab-grade-*")
+	if err == nil {
+		g.tmp = tmp
+		defer os.RemoveAll(tmp)
+		err = task.grade(ctx, g)
+	}
 	doc.Finished = time.Now().UTC()
 	doc.Env = results.CurrentEnv("")
 	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {

@@ -18,6 +18,77 @@ var tasks = []Task{
 		},
 		grade: gradeTask1,
 	},
+	{
+		ID:      "task2",
+		Number:  2,
+		Title:   "say no early: load shedding and deadlines",
+		Handout: "docs/tasks/task2.md",
+		Files:   []string{"exercises/shedding/shedding.go"},
+		Hints: []string{
+			"Order the checks from cheapest to dearest. Refusing a request before it joins\n" +
+				"the line costs a few bytes; refusing it after it took a slot wasted the slot.\n" +
+				"Read \"Say no early: load shedding\" in the lesson.",
+			"Retry-After is a promise that retrying sooner is pointless. Whole seconds,\n" +
+				"rounded up, never 0: a client told 0 comes straight back. See RFC 9110 on\n" +
+				"Retry-After and the lesson's \"Saying no in HTTP\".",
+			"How long does a line take to drain? Little's Law: the number waiting divided\n" +
+				"by the rate it empties at, which is the server's capacity (slots / work time).",
+			"A deadline checks how long the request already waited, after it reaches the\n" +
+				"front. Every path that took a slot must give it back, including that one.\n" +
+				"Break It 3 in the lesson shows why a bound alone is not enough.",
+		},
+		Unit: &Unit{
+			Package: "shedding", File: "shedding.go", Test: "TestShedding",
+			Checks: []UnitCheck{
+				{"Retry-After in whole seconds, rounded up", []string{"RetryAfterSeconds"}, 1},
+				{"how long the line takes to drain", []string{"DrainTime"}, 1},
+				{"an idle server does the work and answers 200", []string{"Serve200", "BucketAllowed"}, 1},
+				{"429 from the client's bucket, before the line", []string{"Limited429", "LimitBeforeShed", "ShedModeSkipsLimiter"}, 2},
+				{"503 at once when the line is full, before any slot", []string{"ShedWhenLineFull", "ShedBeforeSlot", "LineBound"}, 2},
+				{"requests that waited past the deadline are dropped", []string{"DeadlineExpiry", "DeadlineZeroIsOff"}, 2},
+				{"a client that gives up leaves the line", []string{"ClientLeavesLine"}, 1},
+				{"every slot is given back, nothing left running", []string{"SlotAlwaysReleased", "NoGoroutineLeak"}, 2},
+			},
+		},
+		grade: gradeTask2,
+	},
+	{
+		ID:      "task3",
+		Number:  3,
+		Title:   "who gets the capacity: a token bucket and a keyed limiter",
+		Handout: "docs/tasks/task3.md",
+		Files:   []string{"exercises/bucket/bucket.go"},
+		Hints: []string{
+			"Two numbers of state are enough: the tokens left and when you last looked.\n" +
+				"There is no timer dripping tokens in; when a call arrives, work out what\n" +
+				"dripped in since last time. The lesson calls this lazy refill.",
+			"The bucket never holds more than its burst, however long it sat idle. Over any\n" +
+				"stretch of T seconds it can let through at most burst + rate × T.",
+			"A refused call must leave no trace: the next caller should see exactly the\n" +
+				"bucket it would have seen had the refused call never happened.",
+			"The wait is the missing tokens divided by the rate. Round it so a caller who\n" +
+				"sleeps exactly that long then succeeds; floating point can be a hair short.\n" +
+				"golang.org/x/time/rate's reserveN is worth reading for how it handles time.",
+			"A bucket that has refilled to full is the same as no bucket at all. That is\n" +
+				"how the keyed limiter can forget clients and keep its memory bounded.",
+		},
+		Unit: &Unit{
+			Package: "bucket", File: "bucket.go", Test: "TestBucket",
+			Checks: []UnitCheck{
+				{"starts full and refills at its rate", []string{"TokenBucket/StartsFull", "TokenBucket/RefillsAtRate"}, 2},
+				{"never holds more than its burst", []string{"TokenBucket/CapsAtBurst"}, 1},
+				{"the exact wait", []string{"TokenBucket/ExactWait"}, 2},
+				{"a refused call changes nothing", []string{"TokenBucket/DenialLeavesStateUntouched"}, 2},
+				{"more than burst never succeeds; fractions and zero", []string{"TokenBucket/MoreThanBurstNeverSucceeds", "TokenBucket/FractionalTokens", "TokenBucket/ZeroOrNegativeTakesNothing"}, 1},
+				{"safe for concurrent use", []string{"TokenBucket/ConcurrentNeverExceedsBurst", "TokenBucket/ConcurrentRefillBound"}, 2},
+				{"matches an exact model over thousands of random calls", []string{"TokenBucket/MatchesModel"}, 2},
+				{"one independent bucket per key", []string{"KeyedLimiter/KeysAreIndependent", "KeyedLimiter/MatchesModelPerKey", "KeyedLimiter/FullBucketComesBackFull", "KeyedLimiter/PartialBucketSurvivesFlood"}, 2},
+				{"keyed limiter safe for concurrent use", []string{"KeyedLimiter/ConcurrentNeverExceedsBurstPerKey"}, 1},
+				{"memory stays bounded under a flood of keys", []string{"KeyedLimiter/MemoryBoundedUnderKeyFlood"}, 1},
+			},
+		},
+		grade: gradeTask3,
+	},
 }
 
 // Tasks returns every task in order.

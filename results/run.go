@@ -1,6 +1,12 @@
 package results
 
-import "ratelab/fakegpu"
+import (
+	"fmt"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
+	"ratelab/fakegpu"
+)
 
 // Outcome classifies one request of a flood.
 type Outcome string
@@ -55,6 +61,10 @@ type Run struct {
 
 	Interrupted bool `json:"interrupted,omitempty"`
 
+	// RetryAfter summarises the Retry-After headers of the 429 and 503
+	// answers, by outcome.
+	RetryAfter map[Outcome]*RetryAfterStats `json:"retry_after,omitempty"`
+
 	// Predicted holds the model's figures for this run, keyed like the
 	// measured ones ("ok", "p99_ms", ...), for tables and reports.
 	Predicted map[string]float64 `json:"predicted,omitempty"`
@@ -84,8 +94,43 @@ type Run struct {
 	Histograms map[Outcome]string `json:"histograms"`
 }
 
+// RetryAfterStats counts the Retry-After headers of one outcome's answers.
+type RetryAfterStats struct {
+	// Valid counts headers holding whole seconds of at least 1.
+	Valid int64 `json:"valid"`
+	// Invalid counts answers whose header was missing, 0, negative or not
+	// whole seconds: a client cannot act on them.
+	Invalid int64 `json:"invalid"`
+	// MinS and MaxS are the smallest and largest valid values, in seconds.
+	MinS int64 `json:"min_s"`
+	MaxS int64 `json:"max_s"`
+}
+
 // Sample is one reading of the server's /stats during a flood.
 type Sample struct {
 	TS    float64       `json:"t_s"` // seconds since the flood started
 	Stats fakegpu.Stats `json:"stats"`
+}
+
+// Histogram decodes the latency histogram of outcome o, in microseconds.
+func (r *Run) Histogram(o Outcome) (*hdr.Histogram, error) {
+	s, ok := r.Histograms[o]
+	if !ok {
+		return nil, fmt.Errorf("run %s has no histogram for %s", r.Name, o)
+	}
+	h, err := hdr.Decode([]byte(s))
+	if err != nil {
+		return nil, fmt.Errorf("run %s, histogram %s: %w", r.Name, o, err)
+	}
+	return h, nil
+}
+
+// QuantileMS returns the latency of outcome o at quantile q (0 to 100) in
+// milliseconds, or an error if the run has no such histogram.
+func (r *Run) QuantileMS(o Outcome, q float64) (float64, error) {
+	h, err := r.Histogram(o)
+	if err != nil {
+		return 0, err
+	}
+	return float64(h.ValueAtQuantile(q)) / 1000, nil
 }

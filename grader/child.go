@@ -1,0 +1,176 @@
+package grader
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// buildServer compiles cmd/fakegpu with the given build tags (and overlay)
+// into dir, and returns the binary's path or the compiler's complaint.
+func buildServer(ctx context.Context, root, dir string, tags []string, overlay string) (string, error) {
+	bin := filepath.Join(dir, "fakegpu-"+strings.Join(append([]string{"ref"}, tags...), "-"))
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags="+strings.Join(tags, ","))
+	}
+	if overlay != "" {
+		args = append(args, "-overlay="+overlay)
+	}
+	args = append(args, "./cmd/fakegpu")
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, "go", args...)
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("does not compile: %s", firstLines(string(out), 4))
+	}
+	return bin, nil
+}
+
+// child is a fake GPU server running as a child process.
+type child struct {
+	URL    string
+	cmd    *exec.Cmd
+	stderr *tailBuffer
+	done   chan struct{}
+	err    error
+}
+
+// startServer runs bin with args and waits until it says where it listens.
+// The child is killed if ctx ends, and on Linux if the grader dies.
+func startServer(ctx context.Context, bin string, args ...string) (*child, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 3 * time.Second
+	setParentDeathSignal(cmd)
+	c := &child{cmd: cmd, stderr: &tailBuffer{max: 64 << 10}, done: make(chan struct{})}
+	cmd.Stderr = c.stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the server: %w", err)
+	}
+	urlc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) >= 3 && f[0] == "listening" && f[1] == "on" {
+				urlc <- f[2]
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	go func() {
+		c.err = cmd.Wait()
+		close(c.done)
+	}()
+	select {
+	case c.URL = <-urlc:
+		return c, nil
+	case <-c.done:
+		return nil, fmt.Errorf("the server exited at start: %v: %s", c.err, firstLines(c.stderr.String(), 4))
+	case <-time.After(15 * time.Second):
+		c.stop()
+		return nil, errors.New("the server did not start listening within 15 s")
+	case <-ctx.Done():
+		c.stop()
+		return nil, ctx.Err()
+	}
+}
+
+// stop ends the child: SIGTERM, then SIGKILL if it lingers.
+func (c *child) stop() {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(3 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+// panics returns the first panic the child logged (net/http recovers
+// handler panics and logs them), or "".
+func (c *child) panics() string {
+	for _, l := range strings.Split(c.stderr.String(), "\n") {
+		if i := strings.Index(l, "panic serving"); i >= 0 {
+			return strings.TrimSpace(l[i:])
+		}
+	}
+	return ""
+}
+
+// tailBuffer keeps the first max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	b   []byte
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if room := t.max - len(t.b); room > 0 {
+		t.b = append(t.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
+// firstLines returns up to n non-empty lines of s, joined by " / ".
+func firstLines(s string, n int) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+			if len(out) == n {
+				break
+			}
+		}
+	}
+	return strings.Join(out, " / ")
+}
+
+// FindRoot returns the ratelab module's root folder, searching upward from
+// dir for a go.mod that declares module ratelab.
+func FindRoot(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.HasPrefix(strings.TrimSpace(string(b)), "module ratelab\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("not inside the ratelab repository (no go.mod declaring module ratelab above this folder); cd into your ratelab checkout")
+		}
+		dir = parent
+	}
+}

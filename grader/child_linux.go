@@ -1,0 +1,12 @@
+package grader
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// setParentDeathSignal makes the kernel kill the child if the grader dies,
+// so no server outlives a crashed or killed grade.
+func setParentDeathSignal(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}

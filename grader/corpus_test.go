@@ -1,0 +1,182 @@
+package grader
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ratelab/results"
+)
+
+// The grader must never pass broken work nor fail correct work. These tests
+// run the unit stage on known-wrong and broken code (swapped in with an
+// overlay, nothing on disk changes), on the stubs and on the reference.
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := FindRoot(".")
+	require.NoError(t, err)
+	return root
+}
+
+// gradeUnit grades task's unit stage with file replaced by src ("" for none).
+func gradeUnit(t *testing.T, task Task, impl Impl, src string) *results.Document {
+	t.Helper()
+	opts := Options{Impl: impl, Root: repoRoot(t), UnitOnly: true, UnitTimeout: 20 * time.Second}
+	if src != "" {
+		target := path.Join(string(Exercises), task.Unit.Package, task.Unit.File)
+		opts.Replace = map[string]string{target: src}
+	}
+	doc, err := Grade(context.Background(), task, opts)
+	require.NoError(t, err)
+	return doc
+}
+
+// failedMessages joins the messages of every check that did not pass.
+func failedMessages(doc *results.Document) string {
+	var b strings.Builder
+	for _, c := range doc.Checks {
+		if c.Status != results.StatusPass {
+			b.WriteString(c.Name + ": " + c.Message + "\n")
+		}
+	}
+	return b.String()
+}
+
+var caughtByRE = regexp.MustCompile(`caught by (\w+)`)
+
+// TestWrongImplementationsFail runs every variant under testdata/wrong: each
+// must lose points, with a failed check naming the subtest its header says
+// catches it.
+func TestWrongImplementationsFail(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles and tests every known-wrong variant")
+	}
+	variants, err := filepath.Glob("testdata/wrong/*/*/*.go")
+	require.NoError(t, err)
+	require.NotEmpty(t, variants)
+	for _, v := range variants {
+		taskID := filepath.Base(filepath.Dir(filepath.Dir(v)))
+		name := filepath.Base(filepath.Dir(v))
+		t.Run(taskID+"/"+name, func(t *testing.T) {
+			task, ok := Lookup(taskID)
+			require.True(t, ok, "unknown task %s", taskID)
+			src, err := os.ReadFile(v)
+			require.NoError(t, err)
+			first, _, _ := strings.Cut(string(src), "\n")
+			m := caughtByRE.FindStringSubmatch(first)
+			require.NotNil(t, m, "%s: its first line must say which subtest catches it: %q", v, first)
+			doc := gradeUnit(t, task, Exercises, v)
+			assert.Equal(t, results.StatusFail, doc.Status, "status")
+			assert.Less(t, doc.Score, doc.MaxScore, "a wrong implementation must lose points")
+			msgs := failedMessages(doc)
+			assert.Contains(t, msgs, m[1], "a failed check should name %s", m[1])
+			assert.NotContains(t, msgs, "not implemented", "a wrong variant is implemented")
+		})
+	}
+}
+
+// TestBrokenCodeIsReported checks that compile errors, panics, deadlocks
+// and data races each fail every check with a message saying so, without
+// crashing or hanging the grader.
+func TestBrokenCodeIsReported(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a deadlock's test timeout")
+	}
+	tests := []struct {
+		name string
+		want []string
+	}{
+		{"compile-error", []string{"does not compile", "shedding.go", "undefinedName"}},
+		{"panics", []string{"boom in RetryAfterSeconds", "nil map"}},
+		{"deadlock", []string{"never finished"}},
+		{"data-race", []string{"data race"}},
+	}
+	task, _ := Lookup("task2")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.name == "data-race" && !raceAvailable() {
+				t.Skip("the race detector needs cgo and a C compiler")
+			}
+			doc := gradeUnit(t, task, Exercises, filepath.Join("testdata/broken/task2", tt.name, "shedding.go"))
+			assert.Equal(t, results.StatusFail, doc.Status)
+			assert.Less(t, doc.Score, doc.MaxScore)
+			msgs := failedMessages(doc)
+			for _, w := range tt.want {
+				assert.Contains(t, msgs, w)
+			}
+			assert.Contains(t, msgs, "task 2 (exercises/shedding/shedding.go)", "messages name the task and file")
+		})
+	}
+}
+
+func raceAvailable() bool {
+	return exec.Command("go", "env", "CGO_ENABLED").Run() == nil && os.Getenv("CGO_ENABLED") != "0" && hasCC()
+}
+
+func hasCC() bool {
+	out, err := exec.Command("go", "env", "CC").Output()
+	if err != nil {
+		return false
+	}
+	_, err = exec.LookPath(string(bytes.TrimSpace(out)))
+	return err == nil
+}
+
+// exercisesPristine reports whether exercises/ matches the last commit, so
+// that the stub check runs in the project's CI but not on a learner's tree.
+func exercisesPristine(t *testing.T) bool {
+	out, err := exec.Command("git", "-C", repoRoot(t), "status", "--porcelain", "--", "exercises").Output()
+	return err == nil && len(bytes.TrimSpace(out)) == 0
+}
+
+// TestStubsScoreZero checks that every untouched stub fails its task's unit
+// stage cleanly: score 0, "not implemented" messages, nothing crashing.
+func TestStubsScoreZero(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles every stub")
+	}
+	if !exercisesPristine(t) {
+		t.Skip("exercises/ has local changes (or git is missing): this check is for the pristine stubs")
+	}
+	for _, task := range Tasks() {
+		if task.Unit == nil {
+			continue
+		}
+		t.Run(task.ID, func(t *testing.T) {
+			doc := gradeUnit(t, task, Exercises, "")
+			assert.Zero(t, doc.Score, "a stub must score 0")
+			for _, c := range doc.Checks {
+				assert.Contains(t, c.Message, "not implemented yet", "%s", c.Name)
+				assert.NotContains(t, c.Message, "crashed", "%s", c.Name)
+			}
+		})
+	}
+}
+
+// TestSolutionsPassUnits checks that the reference passes every unit check.
+func TestSolutionsPassUnits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles every solution")
+	}
+	for _, task := range Tasks() {
+		if task.Unit == nil {
+			continue
+		}
+		t.Run(task.ID, func(t *testing.T) {
+			doc := gradeUnit(t, task, Solutions, "")
+			assert.Equal(t, results.StatusPass, doc.Status, failedMessages(doc))
+			assert.Equal(t, doc.MaxScore, doc.Score)
+		})
+	}
+}

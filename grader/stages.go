@@ -1,0 +1,173 @@
+package grader
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+
+	"ratelab/harness"
+	"ratelab/results"
+)
+
+// skipCheck records a check that could not run, scoring 0, with the reason.
+func (g *grading) skipCheck(name string, points float64, why string) {
+	g.doc.Checks = append(g.doc.Checks, results.Check{
+		Task: g.task.ID, Name: name, Status: results.StatusSkip, MaxScore: points,
+		Message: "not run because " + why,
+	})
+}
+
+// planned is a check a stage would record, for skipping it by name.
+type planned struct {
+	name   string
+	points float64
+}
+
+// skipAll records every planned check as skipped for why.
+func (g *grading) skipAll(checks []planned, why string) {
+	for _, c := range checks {
+		g.skipCheck(c.name, c.points, why)
+	}
+}
+
+// file returns the repository path of the task's learner file in the graded tree.
+func (g *grading) file() string {
+	u := g.task.Unit
+	return path.Join(string(g.opts.Impl), u.Package, u.File)
+}
+
+// unit runs the task's frozen tests on the graded tree and records one check
+// per UnitCheck. It returns "" if the code is ready for floods, or the
+// reason it is not (it does not compile, or is not written yet).
+func (g *grading) unit(ctx context.Context) (notReady string, err error) {
+	u := g.task.Unit
+	file := g.file()
+	prefix := fmt.Sprintf("task %d (%s)", g.task.Number, file)
+	g.logf("  unit tests: go test -race ./%s/%s", g.opts.Impl, u.Package)
+	overlay, err := writeOverlay(g.tmp, g.opts.Root, g.opts.Replace)
+	if err != nil {
+		return "", err
+	}
+	var tags []string
+	if g.opts.Impl == Exercises {
+		tags = []string{"exercises"}
+	}
+	res := runUnit(ctx, g.opts.Root, path.Join(string(g.opts.Impl), u.Package), tags, overlay, g.opts.UnitTimeout)
+	if res.err != nil {
+		return "", res.err
+	}
+	if res.noRace {
+		g.doc.Notes = append(g.doc.Notes, "the race detector is not available here (it needs cgo and a C compiler); unit tests ran without it")
+	}
+	if res.buildFailed {
+		msg := fmt.Sprintf("%s does not compile: %s", prefix, strings.Join(res.buildOutput[:min(len(res.buildOutput), 4)], " / "))
+		for _, c := range u.Checks {
+			g.check(results.Check{Name: "unit: " + c.Name, MaxScore: c.Points, Message: msg}, false, nil)
+		}
+		return file + " does not compile", nil
+	}
+	crash := res.crash()
+	for _, c := range u.Checks {
+		pass := true
+		var why []string
+		for _, st := range c.Subtests {
+			name := u.Test + "/" + st
+			switch res.status[name] {
+			case "pass":
+			case "fail":
+				pass = false
+				why = append(why, fmt.Sprintf("%s: %s", st, res.failure(name, 3)))
+			default:
+				pass = false
+				reason := "did not run"
+				if crash != "" {
+					reason = "did not finish: " + crash
+				}
+				why = append(why, fmt.Sprintf("%s %s", st, reason))
+			}
+		}
+		msg := fmt.Sprintf("%s: %s passed", prefix, strings.Join(c.Subtests, ", "))
+		if !pass {
+			msg = fmt.Sprintf("%s: %s", prefix, strings.Join(why, "; "))
+		}
+		g.check(results.Check{Name: "unit: " + c.Name, MaxScore: c.Points, Message: msg}, pass, nil)
+	}
+	if ni := res.notImplemented(); ni != "" {
+		return ni, nil
+	}
+	if crash != "" {
+		g.doc.Notes = append(g.doc.Notes, fmt.Sprintf("%s: %s", prefix, crash))
+	}
+	return "", nil
+}
+
+// server builds cmd/fakegpu with the graded tree's code for this task's
+// package (the reference for everything else) and returns the binary.
+func (g *grading) server(ctx context.Context) (string, error) {
+	var tags []string
+	if g.opts.Impl == Exercises {
+		tags = []string{"ratelab_ex_" + g.task.Unit.Package}
+	}
+	overlay, err := writeOverlay(g.tmp, g.opts.Root, g.opts.Replace)
+	if err != nil {
+		return "", err
+	}
+	return buildServer(ctx, g.opts.Root, g.tmp, tags, overlay)
+}
+
+// floodChild starts a fresh server from bin with args, floods it with each
+// of opts at once (one flood per client), stops it and records the runs.
+func (g *grading) floodChild(ctx context.Context, bin string, args []string, opts ...harness.Options) ([]*results.Run, error) {
+	c, err := startServer(ctx, bin, append([]string{"--port", "0"}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	defer c.stop()
+	stats := harness.HTTPStats(c.URL)
+	runs := make([]*results.Run, len(opts))
+	errs := make([]error, len(opts))
+	done := make(chan int, len(opts))
+	for i := range opts {
+		o := opts[i]
+		o.URL = c.URL + "/generate"
+		if i == 0 {
+			o.Stats = stats // one sampler is enough
+		}
+		g.logf("  flooding %s: %g req/s for %s, client timeout %s, server %s ...", o.Name, o.Rate, o.Duration, o.Timeout, strings.Join(args, " "))
+		go func() {
+			runs[i], errs[i] = harness.Flood(ctx, o)
+			done <- i
+		}()
+	}
+	for range opts {
+		<-done
+	}
+	final, ferr := stats(ctx)
+	for i, run := range runs {
+		if run == nil {
+			continue
+		}
+		run.Server = strings.Join(args, " ")
+		if ferr == nil {
+			run.ServerFinal = final
+		}
+		if p := c.panics(); p != "" {
+			run.Warnings = append(run.Warnings, "the server logged: "+p)
+		}
+		g.doc.Runs = append(g.doc.Runs, run)
+		g.logf("    %s: sent %d, ok %d, 429 %d, 503 %d, timeout %d, p99 %.0f ms, max waiting %d",
+			run.Name, run.Issued, run.OK, run.Counts[results.OutcomeTooMany], run.Counts[results.OutcomeUnavailable],
+			run.Counts[results.OutcomeTimeout], run.P99MS, run.ServerFinal.MaxWaiting)
+		if errs[i] != nil {
+			return runs, errs[i]
+		}
+	}
+	return runs, nil
+}
+
+// clientHeader returns a header naming the client for per-client limits.
+func clientHeader(id string) http.Header {
+	return http.Header{"X-Client-Id": []string{id}}
+}
