@@ -2,6 +2,8 @@ module ratelab
 
 go 1.26.0
 
+require golang.org/x/time v0.16.0
+
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0 // indirect
 	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
@@ -28,6 +30,5 @@ require (
 	golang.org/x/sync v0.7.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.16.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/protobuf v1.34.2 // indirect
 )

@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -288,6 +289,7 @@ type recorder struct {
 	pickup   *hdr.Histogram // successes' latency as vegeta measures it, from pickup
 	counts   map[results.Outcome]int64
 	timeline map[results.Outcome][]int64
+	retry    map[results.Outcome]*results.RetryAfterStats
 }
 
 func newRecorder(opts Options, count uint64) *recorder {
@@ -300,6 +302,10 @@ func newRecorder(opts Options, count uint64) *recorder {
 		pickup:   hdr.New(histMinUS, histMaxUS, histDigits),
 		counts:   map[results.Outcome]int64{},
 		timeline: map[results.Outcome][]int64{},
+		retry: map[results.Outcome]*results.RetryAfterStats{
+			results.OutcomeTooMany:     {},
+			results.OutcomeUnavailable: {},
+		},
 	}
 	for _, o := range results.Outcomes {
 		r.hists[o] = hdr.New(histMinUS, histMaxUS, histDigits)
@@ -327,6 +333,24 @@ func (r *recorder) add(began time.Time, res *vegeta.Result) {
 	_ = r.lag.RecordValue(clampUS(res.Timestamp.Sub(intended)))
 	bin := min(int(due/DefaultTimelineBin), len(r.timeline[o])-1)
 	r.timeline[o][bin]++
+	if ra := r.retry[o]; ra != nil {
+		countRetryAfter(ra, res.Headers.Get("Retry-After"))
+	}
+}
+
+// countRetryAfter adds one Retry-After header value to ra. Only whole
+// seconds of at least 1 count as valid: the fake GPU never sends a date.
+func countRetryAfter(ra *results.RetryAfterStats, v string) {
+	s, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || s < 1 {
+		ra.Invalid++
+		return
+	}
+	if ra.Valid == 0 || s < ra.MinS {
+		ra.MinS = s
+	}
+	ra.MaxS = max(ra.MaxS, s)
+	ra.Valid++
 }
 
 func ms(us int64) float64 { return float64(us) / 1000 }
@@ -351,6 +375,7 @@ func (r *recorder) finish() *results.Run {
 		TimelineBinMS: float64(DefaultTimelineBin) / float64(time.Millisecond),
 		Timeline:      r.timeline,
 		Histograms:    map[results.Outcome]string{},
+		RetryAfter:    r.retry,
 	}
 	if ok > 0 {
 		run.P50MS = ms(okh.ValueAtQuantile(50))

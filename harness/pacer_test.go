@@ -109,3 +109,14 @@ func TestOptionsValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestCountRetryAfter(t *testing.T) {
+	var ra results.RetryAfterStats
+	for _, v := range []string{"1", "3", " 2 ", "", "0", "-1", "1.5", "Wed, 21 Oct 2026 07:28:00 GMT"} {
+		countRetryAfter(&ra, v)
+	}
+	want := results.RetryAfterStats{Valid: 3, Invalid: 5, MinS: 1, MaxS: 3}
+	if ra != want {
+		t.Errorf("countRetryAfter over mixed headers = %+v; want %+v", ra, want)
+	}
+}

@@ -86,7 +86,11 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 	if f.json {
 		human = stderr
 	}
-	opts := grader.Options{Impl: impl, Log: human}
+	root, err := grader.FindRoot(".")
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	opts := grader.Options{Impl: impl, Log: human, Root: root}
 	var doc *results.Document
 	var gradeErr error
 	for _, t := range tasks {
