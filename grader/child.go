@@ -174,3 +174,46 @@ func FindRoot(dir string) (string, error) {
 		dir = parent
 	}
 }
+
+// Server is a fake GPU server running as a child process, with task 2's
+// admission and task 3's limiter taken from one tree.
+type Server struct {
+	// URL is where it listens, such as http://127.0.0.1:41234.
+	URL string
+	c   *child
+	tmp string
+}
+
+// StartServer builds cmd/fakegpu with impl's code for every task and runs it
+// with args (its flags, such as "--mode", "shed", "--port", "8000"). The
+// caller must Stop it.
+func StartServer(ctx context.Context, root string, impl Impl, args ...string) (*Server, error) {
+	tmp, err := os.MkdirTemp("", "ratelab-serve-*")
+	if err != nil {
+		return nil, err
+	}
+	var tags []string
+	if impl == Exercises {
+		tags = []string{"ratelab_ex_shedding", "ratelab_ex_bucket"}
+	}
+	bin, err := buildServer(ctx, root, tmp, tags, "")
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("build the server from %s: %w", impl, err)
+	}
+	c, err := startServer(ctx, bin, args...)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	return &Server{URL: c.URL, c: c, tmp: tmp}, nil
+}
+
+// Stop ends the server and removes its binary. It is idempotent.
+func (s *Server) Stop() {
+	s.c.stop()
+	os.RemoveAll(s.tmp)
+}
+
+// Panics returns the first handler panic the server logged, or "".
+func (s *Server) Panics() string { return s.c.panics() }

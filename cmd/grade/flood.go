@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"ratelab/fakegpu"
+	"ratelab/grader"
 	"ratelab/harness"
 	"ratelab/reports"
 	"ratelab/results"
@@ -36,7 +37,8 @@ schedule the line says so.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
 			seconds := fs.Float64("seconds", 10, "how long to send, in seconds")
 			timeout := fs.Duration("timeout", harness.DefaultTimeout, "the client's timeout for each request")
-			mode := fs.String("mode", "none", "server mode for the in-process server: none")
+			mode := fs.String("mode", "none", "mode of the fresh server: none, shed or bucket (shed and bucket run your exercises' code)")
+			solutions := fs.Bool("solutions", false, "in modes shed and bucket, run the reference code instead of your exercises")
 			target := fs.String("url", "", "base URL of a running server, such as http://127.0.0.1:8000")
 			clientID := fs.String("client-id", "", "send this X-Client-Id header with every request")
 			asJSON := fs.Bool("json", false, "print the run as JSON instead of one line")
@@ -66,7 +68,7 @@ schedule the line says so.`,
 				if *target != "" {
 					run, err = floodURL(ctx, *target, opts)
 				} else {
-					run, err = floodInProcess(ctx, *mode, opts)
+					run, err = floodFresh(ctx, *mode, *solutions, opts)
 				}
 				if run != nil {
 					if *asJSON {
@@ -117,13 +119,40 @@ func floodURL(ctx context.Context, base string, opts harness.Options) (*results.
 	return harness.Flood(ctx, opts)
 }
 
-func floodInProcess(ctx context.Context, modeName string, opts harness.Options) (*results.Run, error) {
+// floodFresh floods a fresh server: in-process for mode none, or a child
+// process built from the learner's tree (or the reference) otherwise.
+func floodFresh(ctx context.Context, modeName string, solutions bool, opts harness.Options) (*results.Run, error) {
 	mode, err := fakegpu.ParseMode(modeName)
 	if err != nil {
 		return nil, usageError{err.Error()}
 	}
-	if mode != fakegpu.ModeNone {
-		return nil, usagef("mode %s needs the admission code of task 2, which this version of ratelab does not have yet", mode)
+	switch mode {
+	case fakegpu.ModeNone:
+	case fakegpu.ModeRedis:
+		return nil, usagef("mode redis is not available yet")
+	default:
+		root, err := grader.FindRoot(".")
+		if err != nil {
+			return nil, usageError{err.Error()}
+		}
+		impl := grader.Exercises
+		if solutions {
+			impl = grader.Solutions
+		}
+		fmt.Fprintf(stderr, "building a %s server with task 2 and task 3 code from %s/ ...\n", mode, impl)
+		srv, err := grader.StartServer(ctx, root, impl, "--mode", string(mode), "--port", "0")
+		if err != nil {
+			return nil, err
+		}
+		defer srv.Stop()
+		opts.URL = srv.URL + "/generate"
+		opts.Stats = harness.HTTPStats(srv.URL)
+		fmt.Fprintf(stderr, "flooding it at %g req/s for %s ...\n", opts.Rate, opts.Duration)
+		run, err := harness.Flood(ctx, opts)
+		if p := srv.Panics(); p != "" && run != nil {
+			run.Warnings = append(run.Warnings, "the server's handler panicked: "+p)
+		}
+		return run, err
 	}
 	cfg := fakegpu.DefaultConfig()
 	cfg.Mode = mode

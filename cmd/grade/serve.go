@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"ratelab/fakegpu"
+	"ratelab/grader"
 )
 
 func init() {
 	commands = append(commands, &command{
 		Name:      "serve",
-		UsageLine: "serve [--mode none] [--port 8000] [--slots 8] [--work 100ms] [--max-waiting 16] [--deadline 800ms]",
+		UsageLine: "serve [--mode none|shed|bucket] [--solutions] [--port 8000] [--slots 8] [--work 100ms] [--max-waiting 16] [--deadline 800ms] [--rate 70] [--burst 20]",
 		Short:     "run the fake GPU server until Ctrl-C",
 		Long: `Serve runs the fake GPU server on 127.0.0.1, for following the lesson by
 hand: flood it with 'grade flood RATE --url http://127.0.0.1:PORT' and read
@@ -24,10 +25,18 @@ its counters with 'curl -s 127.0.0.1:PORT/stats'.
 GET /generate waits for one of the slots, works for --work and answers
 {"text":"hello"}. GET /stats reports finished, waiting, max_waiting,
 in_flight, shed, limited, expired, dead and leaked. In mode none the server
-keeps working on requests whose client has gone: that is the point of task 1.`,
+keeps working on requests whose client has gone: that is the point of task 1.
+
+Modes shed and bucket run your own code: task 2's admission from
+exercises/shedding and task 3's limiter from exercises/bucket (with
+--solutions, the reference). grade builds that server first; a stub that is
+not written yet answers every request by dropping the connection.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
 			def := fakegpu.DefaultConfig()
-			mode := fs.String("mode", string(def.Mode), "protection: none")
+			mode := fs.String("mode", string(def.Mode), "protection: none, shed or bucket")
+			solutions := fs.Bool("solutions", false, "in modes shed and bucket, run the reference code instead of your exercises")
+			rate := fs.Float64("rate", def.BucketRate, "per-client bucket refill in mode bucket, tokens per second")
+			burst := fs.Float64("burst", def.BucketBurst, "per-client bucket capacity in mode bucket, tokens")
 			port := fs.Int("port", 8000, "TCP port on 127.0.0.1 (0 picks a free one)")
 			slots := fs.Int("slots", def.Slots, "requests the GPU works on at once")
 			work := fs.Duration("work", def.Work, "time one request holds its slot")
@@ -41,14 +50,21 @@ keeps working on requests whose client has gone: that is the point of task 1.`,
 				if err != nil {
 					return usageError{err.Error()}
 				}
-				if m != fakegpu.ModeNone {
-					return usagef("mode %s needs the admission code of task 2, which this version of ratelab does not have yet", m)
+				if m == fakegpu.ModeRedis {
+					return usagef("mode redis is not available yet")
 				}
 				if *port < 0 || *port > 65535 {
 					return usagef("--port %d: want 0 to 65535", *port)
 				}
 				cfg := def
 				cfg.Mode, cfg.Slots, cfg.Work, cfg.MaxWaiting, cfg.Deadline = m, *slots, *work, *maxWaiting, *deadline
+				cfg.BucketRate, cfg.BucketBurst = *rate, *burst
+				if err := cfg.Validate(); err != nil {
+					return usageError{err.Error()}
+				}
+				if m != fakegpu.ModeNone {
+					return serveChild(ctx, cfg, *port, *solutions)
+				}
 				srv, err := fakegpu.New(cfg)
 				if err != nil {
 					return usageError{err.Error()}
@@ -57,6 +73,54 @@ keeps working on requests whose client has gone: that is the point of task 1.`,
 			}
 		},
 	})
+}
+
+// serveChild runs a protected server built from the learner's tree (or the
+// reference) as a child process until ctx ends.
+func serveChild(ctx context.Context, cfg fakegpu.Config, port int, solutions bool) error {
+	if err := portFree(port); err != nil {
+		return err
+	}
+	root, err := grader.FindRoot(".")
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	impl := grader.Exercises
+	if solutions {
+		impl = grader.Solutions
+	}
+	fmt.Fprintf(stdout, "building the server with task 2 and task 3 code from %s/ ...\n", impl)
+	srv, err := grader.StartServer(ctx, root, impl,
+		"--mode", string(cfg.Mode), "--port", fmt.Sprint(port), "--slots", fmt.Sprint(cfg.Slots),
+		"--work", cfg.Work.String(), "--max-waiting", fmt.Sprint(cfg.MaxWaiting), "--deadline", cfg.Deadline.String(),
+		"--rate", fmt.Sprint(cfg.BucketRate), "--burst", fmt.Sprint(cfg.BucketBurst))
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	fmt.Fprintf(stdout, "fakegpu: mode %s, %d slots x %s (capacity %.0f req/s), line %d, deadline %s on %s\n",
+		cfg.Mode, cfg.Slots, cfg.Work, cfg.Capacity(), cfg.MaxWaiting, cfg.Deadline, srv.URL)
+	fmt.Fprintf(stdout, "try: grade flood 240 --url %s    or: curl -s %s/stats\nCtrl-C stops it.\n", srv.URL, srv.URL)
+	<-ctx.Done()
+	if p := srv.Panics(); p != "" {
+		fmt.Fprintf(stdout, "\nthe server's handler panicked: %s\n", p)
+	}
+	return nil
+}
+
+// portFree reports a clear error if port is taken on 127.0.0.1.
+func portFree(port int) error {
+	if port == 0 {
+		return nil
+	}
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return usagef("port %d is already in use; stop what runs there or choose another --port", port)
+	}
+	if err != nil {
+		return usagef("cannot listen on port %d: %v", port, err)
+	}
+	return ln.Close()
 }
 
 // serve runs srv on 127.0.0.1:port until ctx ends.
