@@ -87,6 +87,13 @@ type Config struct {
 	// BucketBurst is each client's bucket capacity in tokens in the bucket
 	// modes (default 20).
 	BucketBurst float64
+	// SpreadRetryAfter makes the server replace the Retry-After of every
+	// 503 it sheds with a time from a calendar that hands out comebacks at
+	// the server's capacity: the first shed requests are told 1 s, the next
+	// capacity's worth 2 s, and so on. A crowd told to come back then
+	// returns spread out instead of all at once (off by default; the storm
+	// of task 4 measures the difference).
+	SpreadRetryAfter bool
 }
 
 // DefaultConfig returns the lesson's server: 8 slots of 100 ms, unprotected.

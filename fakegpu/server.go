@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +71,9 @@ type Server struct {
 	mux       *http.ServeMux
 	closing   chan struct{} // closed by Close: waiting and working requests give up
 	closeOnce sync.Once
+
+	calMu   sync.Mutex // guards calNext
+	calNext time.Time  // the next free comeback time of SpreadRetryAfter
 
 	received, finished, waiting, maxWaiting, inFlight atomic.Int64
 	shed, limited, expired, dead, leaked              atomic.Int64
@@ -165,6 +169,13 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := &statusRecorder{ResponseWriter: w}
+	if s.cfg.SpreadRetryAfter {
+		rec.beforeHeader = func(code int) {
+			if code == http.StatusServiceUnavailable && !job.acquired {
+				w.Header().Set("Retry-After", strconv.Itoa(s.comeback(time.Now())))
+			}
+		}
+	}
 	defer func() {
 		// The server, not the admission code, counts what happened, so the
 		// stats stay honest whatever the admission code does.
@@ -196,22 +207,45 @@ func unprotected(w http.ResponseWriter, _ *http.Request, job *Job) {
 	WriteOK(w)
 }
 
-// statusRecorder remembers the status code written through it.
+// comeback returns the Retry-After, in whole seconds, for a request shed at
+// now under SpreadRetryAfter: the next free time on a calendar that lets
+// requests back at the server's capacity, counted from when the current
+// line will have drained.
+func (s *Server) comeback(now time.Time) int {
+	interval := time.Duration(float64(time.Second) / s.cfg.Capacity())
+	drain := time.Duration(s.waiting.Load()) * interval
+	s.calMu.Lock()
+	t := now.Add(drain)
+	if s.calNext.After(t) {
+		t = s.calNext
+	}
+	s.calNext = t.Add(interval)
+	s.calMu.Unlock()
+	secs := int((t.Sub(now) + time.Second - 1) / time.Second)
+	return max(secs, 1)
+}
+
+// statusRecorder remembers the status code written through it, and lets
+// the server adjust headers just before they go out.
 type statusRecorder struct {
 	http.ResponseWriter
-	status int
+	status       int
+	beforeHeader func(code int)
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
 	if r.status == 0 {
 		r.status = code
+		if r.beforeHeader != nil {
+			r.beforeHeader(code)
+		}
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
 
 func (r *statusRecorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
-		r.status = http.StatusOK
+		r.WriteHeader(http.StatusOK)
 	}
 	return r.ResponseWriter.Write(b)
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
 )
@@ -170,7 +171,7 @@ Usage:
 The commands are:
 
 `)
-	for _, c := range commands {
+	for _, c := range sortedCommands() {
 		fmt.Fprintf(w, "\t%-10s %s\n", c.Name, c.Short)
 	}
 	fmt.Fprintf(w, `
@@ -178,6 +179,28 @@ Use "grade help <command>" for more about a command.
 
 Exit codes: 0 pass, 1 fail, 2 usage or bad input, 3 the grader itself failed.
 `)
+}
+
+// commandOrder ranks commands for the help list: the tasks first, in order,
+// then grading everything, then the tools, then help.
+var commandOrder = []string{"all", "list", "hint", "report", "cohort", "serve", "flood", "help"}
+
+// sortedCommands returns the commands in help order.
+func sortedCommands() []*command {
+	rank := func(c *command) string {
+		if strings.HasPrefix(c.Name, "task") {
+			return fmt.Sprintf("0%8s", c.Name)
+		}
+		for i, n := range commandOrder {
+			if n == c.Name {
+				return fmt.Sprintf("1%03d", i)
+			}
+		}
+		return "2" + c.Name
+	}
+	out := append([]*command(nil), commands...)
+	sort.SliceStable(out, func(i, j int) bool { return rank(out[i]) < rank(out[j]) })
+	return out
 }
 
 func helpFor(w io.Writer, c *command) {
