@@ -1,6 +1,7 @@
 package grader
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,8 +19,11 @@ import (
 func TestMetadataMatchesFiles(t *testing.T) {
 	root := repoRoot(t)
 	seen := map[string]bool{}
-	for i, task := range Tasks() {
-		assert.Equal(t, i+1, task.Number, "%s: tasks are numbered in order", task.ID)
+	last := 0
+	for _, task := range Tasks() {
+		assert.Greater(t, task.Number, last, "%s: tasks are listed in number order", task.ID)
+		assert.Equal(t, fmt.Sprintf("task%d", task.Number), task.ID, "%s: the id matches the number", task.ID)
+		last = task.Number
 		assert.False(t, seen[task.ID], "duplicate task %s", task.ID)
 		seen[task.ID] = true
 		assert.FileExists(t, filepath.Join(root, task.Handout), "%s: handout", task.ID)

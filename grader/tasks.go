@@ -89,6 +89,45 @@ var tasks = []Task{
 		},
 		grade: gradeTask3,
 	},
+	{
+		ID:      "task7",
+		Number:  7,
+		Title:   "a circuit breaker: failing fast protects the caller",
+		Handout: "docs/tasks/task7.md",
+		Files:   []string{"exercises/breaker/breaker.go"},
+		Hints: []string{
+			"Time is a setting to compare, not a timer to run. Store when the cooldown\n" +
+				"ends, and let Allow and State compare the clock with it and make the step to\n" +
+				"half-open themselves. Task 3's bucket refills the same lazy way.",
+			"The window is the last N calls, not the last N seconds: a ring of N outcomes\n" +
+				"and a count of failures is enough. Judge it after every outcome, and open\n" +
+				"only when the failed share is strictly more than the ratio.",
+			"A slow call can report long after the breaker has moved on. Number the\n" +
+				"breaker's generations, one more at every transition, and drop outcomes from\n" +
+				"an older one. sony/gobreaker's generation counter is the model.",
+			"Half-open means a few trials at once. Take the trial slot in Allow, under the\n" +
+				"same lock as the check, and give it back when the outcome arrives; otherwise\n" +
+				"a crowd passes the check together. See Fowler's \"CircuitBreaker\" article.",
+			"Hold the lock only while reading and changing the breaker's fields, never\n" +
+				"while sleeping or calling out. An outcome reported twice must count once.",
+		},
+		Unit: &Unit{
+			Package: "breaker", File: "breaker.go", Test: "TestBreaker",
+			Checks: []UnitCheck{
+				{"starts closed; states have names", []string{"StartsClosed", "StateString"}, 1},
+				{"opens on more than the failure ratio, not at it", []string{"OpensOnFailureRatio"}, 2},
+				{"no verdict on fewer than MinCalls outcomes", []string{"RespectsMinCalls"}, 1},
+				{"only the last Window outcomes count", []string{"SlidingWindow"}, 2},
+				{"fails fast while open; half-open at exactly Cooldown", []string{"FailsFastWhileOpen", "CooldownExact"}, 2},
+				{"at most HalfOpenMax trials at once", []string{"HalfOpenLimit"}, 2},
+				{"trials close it with a fresh window, or reopen it", []string{"HalfOpenSuccessCloses", "HalfOpenFailureReopens"}, 2},
+				{"late and repeated outcomes change nothing", []string{"StaleOutcomesIgnored", "DoneTwiceIgnored"}, 2},
+				{"defaults for zero and invalid settings", []string{"DefaultSettings"}, 1},
+				{"safe for concurrent use", []string{"Concurrent"}, 1},
+			},
+		},
+		grade: gradeTask7,
+	},
 }
 
 // Tasks returns every task in order.
