@@ -208,21 +208,23 @@ func unprotected(w http.ResponseWriter, _ *http.Request, job *Job) {
 }
 
 // comeback returns the Retry-After, in whole seconds, for a request shed at
-// now under SpreadRetryAfter: the next free time on a calendar that lets
-// requests back at the server's capacity, counted from when the current
-// line will have drained.
+// now under SpreadRetryAfter. The server keeps a calendar of comebacks at
+// its capacity, starting no sooner than a second from now (the least a
+// Retry-After can say) and no sooner than the current line drains. A request
+// given calendar time t is told floor(t − now) seconds: everyone told k
+// seconds has a place in the second from k to k+1, which is when a client
+// that spreads its return over the header's one-second resolution arrives.
 func (s *Server) comeback(now time.Time) int {
 	interval := time.Duration(float64(time.Second) / s.cfg.Capacity())
 	drain := time.Duration(s.waiting.Load()) * interval
 	s.calMu.Lock()
-	t := now.Add(drain)
+	t := now.Add(max(drain, time.Second))
 	if s.calNext.After(t) {
 		t = s.calNext
 	}
 	s.calNext = t.Add(interval)
 	s.calMu.Unlock()
-	secs := int((t.Sub(now) + time.Second - 1) / time.Second)
-	return max(secs, 1)
+	return max(int(t.Sub(now)/time.Second), 1)
 }
 
 // statusRecorder remembers the status code written through it, and lets

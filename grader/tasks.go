@@ -90,6 +90,48 @@ var tasks = []Task{
 		grade: gradeTask3,
 	},
 	{
+		ID:      "task4",
+		Number:  4,
+		Title:   "retries that help: full jitter, Retry-After, a retry budget, and the storm",
+		Handout: "docs/tasks/task4.md",
+		Files:   []string{"exercises/retry/retry.go"},
+		Hints: []string{
+			"Cap first, then jitter: work out the ceiling, the smaller of cap and base\n" +
+				"doubled once per attempt, then draw uniformly between 0 and it. Compare\n" +
+				"instead of multiplying and nothing overflows. Marc Brooker's \"Exponential\n" +
+				"Backoff And Jitter\" (AWS Architecture Blog) shows why full jitter wins.",
+			"Retry only what may pass: 429, 500, 502, 503, 504, 529, timeouts and broken\n" +
+				"connections. Everything else comes back at once. To tell the caller's\n" +
+				"cancellation from a timeout, ask the context you were given, not the error.",
+			"Retry-After is a floor on your wait, not the wait itself, in whole seconds or\n" +
+				"as an HTTP date (net/http parses both). Add a little randomness on top, cap\n" +
+				"it at your own Cap, and mind overflow. RFC 9110, section 10.2.3.",
+			"A dropped response holds its connection until its body is read and closed.\n" +
+				"A request body is used up by the attempt that sends it: clone the request\n" +
+				"for each attempt. See the net/http docs for Client.Do and Request.Clone.",
+			"A retry budget is a token bucket filled by traffic instead of time: each\n" +
+				"first attempt adds a fraction of a retry, each retry spends a whole one.\n" +
+				"See gRPC's retry throttling (gRFC A6) and the SRE book's \"Handling Overload\".",
+		},
+		Unit: &Unit{
+			Package: "retry", File: "retry.go", Test: "TestRetry",
+			Checks: []UnitCheck{
+				{"backoff doubles from base, is capped, never overflows", []string{"BackoffBounds", "BackoffCap", "BackoffNoOverflow"}, 2},
+				{"full jitter is uniform on [0, ceiling]", []string{"FullJitterIsUniform"}, 2},
+				{"retries the right failures, and only those", []string{"RetriesRetryableStatuses", "NeverRetries4xx", "RetriesTimeouts", "RetriesConnectionErrors", "NeverRetriesOtherErrors"}, 2},
+				{"waits the backoff between attempts, stops after MaxTries", []string{"BackoffBetweenAttempts", "StopsAfterMaxTries"}, 1},
+				{"Retry-After is a floor, with jitter on top", []string{"RetryAfterSecondsFloor", "RetryAfterDateFloor", "RetryAfterJittered"}, 2},
+				{"a huge Retry-After is capped", []string{"RetryAfterCapped"}, 1},
+				{"discarded bodies drained and closed, request resent whole", []string{"ClosesDiscardedBodies", "ResendsRequest", "RealServer"}, 2},
+				{"stops at once when ctx is done", []string{"StopsOnContextCancel"}, 1},
+				{"OnAttempt before every attempt", []string{"OnAttemptCalled"}, 1},
+				{"a retry budget caps retries at ratio × first attempts + 10", []string{"BudgetLimitsRetries"}, 2},
+				{"the budget is safe for concurrent use", []string{"BudgetConcurrent"}, 1},
+			},
+		},
+		grade: gradeTask4,
+	},
+	{
 		ID:      "task7",
 		Number:  7,
 		Title:   "a circuit breaker: failing fast protects the caller",

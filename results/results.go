@@ -49,6 +49,7 @@ type Document struct {
 	Notes       []string `json:"notes,omitempty"`
 	Checks      []Check  `json:"checks"`
 	Runs        []*Run   `json:"runs"`
+	Storms      []*Storm `json:"storms,omitempty"`
 	Env         Env      `json:"env"`
 }
 

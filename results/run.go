@@ -134,3 +134,58 @@ func (r *Run) QuantileMS(o Outcome, q float64) (float64, error) {
 	}
 	return float64(h.ValueAtQuantile(q)) / 1000, nil
 }
+
+// Storm is a crowd of retrying clients: the retry storm (all clients fire
+// at once) or the retry amplifier (clients arrive open-loop at a rate).
+type Storm struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"` // "storm" or "amplify"
+	// Options of the clients' retry loop.
+	Jitter          bool    `json:"jitter"`
+	HonorRetryAfter bool    `json:"honor_retry_after"`
+	Budget          float64 `json:"budget,omitempty"` // retry budget ratio, 0 for none
+	MaxTries        int     `json:"max_tries"`
+	BaseMS          float64 `json:"base_ms"`
+	CapMS           float64 `json:"cap_ms"`
+	Server          string  `json:"server,omitempty"`
+
+	// Clients is how many calls were made (storm: clients at once;
+	// amplify: OfferedRPS × DurationS).
+	Clients    int     `json:"clients"`
+	OfferedRPS float64 `json:"offered_rps,omitempty"`
+	DurationS  float64 `json:"duration_s,omitempty"`
+
+	Attempts int64 `json:"attempts"` // attempts the clients reported through OnAttempt
+	// ServerReceived is how many attempts the server counted: the figure
+	// checks rely on, since it does not depend on the code under test.
+	ServerReceived int64 `json:"server_received"`
+	Succeeded      int64 `json:"succeeded"` // calls that ended in a 200
+	Failed         int64 `json:"failed"`    // calls that gave up
+	// LastDoneS is when the last call ended, in seconds from the start.
+	LastDoneS float64 `json:"last_done_s"`
+	// IdealS is the shortest possible storm: clients × work / slots.
+	IdealS float64 `json:"ideal_s,omitempty"`
+	// TimedOut is true when the storm hit its time limit before every
+	// client was done.
+	TimedOut bool `json:"timed_out,omitempty"`
+
+	// SendsPerBin counts attempts per BinMS from the start.
+	BinMS       float64 `json:"bin_ms"`
+	SendsPerBin []int64 `json:"sends_per_bin"`
+	// PeakToMean is the largest bin over the mean of the non-empty bins
+	// until the last success: about 1 to 3 for spread-out retries, far more
+	// for lockstep waves.
+	PeakToMean float64 `json:"peak_to_mean"`
+	// EmptyShare is the share of bins with no attempt at all, from 1 s
+	// after the start until the last call ended: near 0 when retries are
+	// spread by jitter, near 1 when they come in lockstep waves with
+	// silence between them.
+	EmptyShare float64 `json:"empty_share"`
+
+	// ServerSamples is the server's /stats over time (the amplifier reads
+	// the attempts it received per second from them).
+	SampleEveryMS float64  `json:"sample_every_ms,omitempty"`
+	ServerSamples []Sample `json:"server_samples,omitempty"`
+
+	Errors []string `json:"errors,omitempty"` // a few distinct final errors, for messages
+}

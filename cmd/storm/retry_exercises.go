@@ -1,0 +1,27 @@
+//go:build ratelab_ex_retry
+
+package main
+
+import (
+	"context"
+	"net/http"
+
+	"ratelab/exercises/retry"
+	"ratelab/harness"
+)
+
+const retryFrom = "exercises/retry"
+
+// newCall wraps the learner's retry loop as the harness's CallFunc.
+func newCall(o callOptions) harness.CallFunc {
+	var budget *retry.RetryBudget
+	if o.budget > 0 {
+		budget = retry.NewRetryBudget(o.budget)
+	}
+	return func(ctx context.Context, c *http.Client, req *http.Request, onAttempt func()) (*http.Response, error) {
+		return retry.CallWithRetries(ctx, c, req, retry.RetryOptions{
+			MaxTries: o.tries, Base: o.base, Cap: o.cap, Jitter: o.jitter,
+			HonorRetryAfter: o.honor, OnAttempt: onAttempt, Budget: budget,
+		})
+	}
+}
