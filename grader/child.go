@@ -18,7 +18,13 @@ import (
 // buildServer compiles cmd/fakegpu with the given build tags (and overlay)
 // into dir, and returns the binary's path or the compiler's complaint.
 func buildServer(ctx context.Context, root, dir string, tags []string, overlay string) (string, error) {
-	bin := filepath.Join(dir, "fakegpu-"+strings.Join(append([]string{"ref"}, tags...), "-"))
+	return buildCmd(ctx, root, dir, "fakegpu", tags, overlay)
+}
+
+// buildCmd compiles ./cmd/name with the given build tags (and overlay) into
+// dir, and returns the binary's path or the compiler's complaint.
+func buildCmd(ctx context.Context, root, dir, name string, tags []string, overlay string) (string, error) {
+	bin := filepath.Join(dir, name+"-"+strings.Join(append([]string{"ref"}, tags...), "-"))
 	args := []string{"build", "-o", bin}
 	if len(tags) > 0 {
 		args = append(args, "-tags="+strings.Join(tags, ","))
@@ -26,7 +32,7 @@ func buildServer(ctx context.Context, root, dir string, tags []string, overlay s
 	if overlay != "" {
 		args = append(args, "-overlay="+overlay)
 	}
-	args = append(args, "./cmd/fakegpu")
+	args = append(args, "./cmd/"+name)
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, "go", args...)

@@ -34,6 +34,7 @@ func main() {
 	deadline := flag.Duration("deadline", def.Deadline, "longest wait for a slot in the protected modes (0: off)")
 	rate := flag.Float64("rate", def.BucketRate, "per-client bucket refill, tokens per second")
 	burst := flag.Float64("burst", def.BucketBurst, "per-client bucket capacity, tokens")
+	spread := flag.Bool("spread-retry-after", false, "tell shed requests to come back spread out at the server's capacity")
 	flag.Parse()
 
 	m, err := fakegpu.ParseMode(*mode)
@@ -46,6 +47,7 @@ func main() {
 	cfg := def
 	cfg.Mode, cfg.Slots, cfg.Work, cfg.MaxWaiting, cfg.Deadline = m, *slots, *work, *maxWaiting, *deadline
 	cfg.BucketRate, cfg.BucketBurst = *rate, *burst
+	cfg.SpreadRetryAfter = *spread
 	var opts []fakegpu.Option
 	if m != fakegpu.ModeNone {
 		opts = append(opts, fakegpu.WithAdmission(admission))
