@@ -3,6 +3,7 @@ package grader
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -185,41 +186,75 @@ func FindRoot(dir string) (string, error) {
 // admission and task 3's limiter taken from one tree.
 type Server struct {
 	// URL is where it listens, such as http://127.0.0.1:41234.
-	URL string
-	c   *child
-	tmp string
+	URL     string
+	c       *child
+	cleanup func()
 }
 
 // StartServer builds cmd/fakegpu with impl's code for every task and runs it
 // with args (its flags, such as "--mode", "shed", "--port", "8000"). The
 // caller must Stop it.
 func StartServer(ctx context.Context, root string, impl Impl, args ...string) (*Server, error) {
-	tmp, err := os.MkdirTemp("", "ratelab-serve-*")
+	bin, cleanup, err := BuildTool(ctx, root, impl, "fakegpu")
 	if err != nil {
 		return nil, err
-	}
-	var tags []string
-	if impl == Exercises {
-		tags = []string{"ratelab_ex_shedding", "ratelab_ex_bucket"}
-	}
-	bin, err := buildServer(ctx, root, tmp, tags, "")
-	if err != nil {
-		os.RemoveAll(tmp)
-		return nil, fmt.Errorf("build the server from %s: %w", impl, err)
 	}
 	c, err := startServer(ctx, bin, args...)
 	if err != nil {
-		os.RemoveAll(tmp)
+		cleanup()
 		return nil, err
 	}
-	return &Server{URL: c.URL, c: c, tmp: tmp}, nil
+	return &Server{URL: c.URL, c: c, cleanup: cleanup}, nil
 }
 
 // Stop ends the server and removes its binary. It is idempotent.
 func (s *Server) Stop() {
 	s.c.stop()
-	os.RemoveAll(s.tmp)
+	s.cleanup()
 }
 
 // Panics returns the first handler panic the server logged, or "".
 func (s *Server) Panics() string { return s.c.panics() }
+
+// exerciseTags are the build tags that take every task's code from
+// exercises/ instead of solutions/.
+var exerciseTags = []string{"ratelab_ex_shedding", "ratelab_ex_bucket", "ratelab_ex_retry", "ratelab_ex_breaker", "ratelab_ex_llmclient", "ratelab_ex_redisbucket"}
+
+// BuildTool compiles ./cmd/name (fakegpu, storm, breaker, ...) with impl's
+// code for every task, into a temporary folder that cleanup removes.
+func BuildTool(ctx context.Context, root string, impl Impl, name string) (bin string, cleanup func(), err error) {
+	tmp, err := os.MkdirTemp("", "ratelab-"+name+"-*")
+	if err != nil {
+		return "", nil, err
+	}
+	var tags []string
+	if impl == Exercises {
+		tags = exerciseTags
+	}
+	bin, err = buildCmd(ctx, root, tmp, name, tags, "")
+	if err != nil {
+		os.RemoveAll(tmp)
+		return "", nil, fmt.Errorf("build %s from %s: %w", name, impl, err)
+	}
+	return bin, func() { os.RemoveAll(tmp) }, nil
+}
+
+// RunJSON runs bin with args, bounded by limit, and decodes the JSON object
+// it prints into v. A program that prints no JSON is an error quoting its
+// stderr.
+func RunJSON(ctx context.Context, limit time.Duration, v any, bin string, args ...string) error {
+	cctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, bin, args...)
+	setParentDeathSignal(cmd)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	if err := json.Unmarshal([]byte(stdout.String()), v); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%s failed: %v: %s", filepath.Base(bin), runErr, firstLines(stderr.String(), 4))
+	}
+	return nil
+}

@@ -1,11 +1,8 @@
 package grader
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -129,34 +126,12 @@ func (g *grading) task4Binaries(ctx context.Context) (storm, server string, err 
 // runStorm runs the storm binary with args against url and decodes its
 // result.
 func (g *grading) runStorm(ctx context.Context, bin, url string, limit time.Duration, args ...string) (*results.Storm, error) {
-	cctx, cancel := context.WithTimeout(ctx, limit+30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, bin, append([]string{"--url", url, "--limit", limit.String()}, args...)...)
-	setParentDeathSignal(cmd)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
 	var st results.Storm
-	if err := json.Unmarshal(stdout.Bytes(), &st); err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("the storm client failed: %v: %s", runErr, firstLines(stderr.String(), 4))
-	}
-	if p := panicLine(stderr.String()); p != "" {
-		st.Errors = append(st.Errors, p)
+	err := RunJSON(ctx, limit+30*time.Second, &st, bin, append([]string{"--url", url, "--limit", limit.String()}, args...)...)
+	if err != nil {
+		return nil, err
 	}
 	return &st, nil
-}
-
-// panicLine returns the first "panic:" line of a crashed program's output.
-func panicLine(s string) string {
-	for _, l := range strings.Split(s, "\n") {
-		if strings.HasPrefix(l, "panic:") {
-			return l
-		}
-	}
-	return ""
 }
 
 func stormTask4(ctx context.Context, g *grading, stormBin, serverBin string) error {

@@ -1,11 +1,150 @@
 package grader
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"time"
 
-// gradeTask7 grades the circuit breaker. Its unit suite is the whole grade
-// for now; the dead-dependency scenario (grade breaker) adds flood checks
-// in a later change.
+	"ratelab/results"
+)
+
+// The dead-dependency scenario of task 7: a service at 100 requests per
+// second calls a dependency that goes dead for 10 s (it accepts requests and
+// never answers), with a 10 s timeout to it.
+const (
+	task7Rate        = 100.0
+	task7Window      = 20
+	task7SlowCall    = 100 * time.Millisecond
+	task7Cooldown    = 2 * time.Second // the scenario's, so recovery fits the run; 30 s is usual
+	task7DeadFor     = 10 * time.Second
+	task7TrialsBound = 5 // half-open trials in 10 s dead: one per cooldown
+)
+
+// Tolerances of task 7, each with the reason it is as wide as it is.
+const (
+	// Calls reaching the dead dependency: the breaker hears of the first
+	// failure SlowCall after death, by which time Rate × SlowCall = 10 calls
+	// are out; it opens once more than half of the last Window outcomes
+	// failed (about 11 more), then lets one trial through per cooldown (5
+	// in 10 s). 20 + 10 + 5 = 35; the bound adds 5 for scheduling.
+	task7DeadCallsMax = task7Window + 10 + task7TrialsBound + 5
+	// Requests in flight in the service: the ~35 calls above hang for the
+	// 10 s timeout, plus a few healthy ones; 60 leaves room, and is far
+	// below the ~1,000 of the service without a breaker (Little's Law:
+	// 100/s × 10 s).
+	task7InFlightMax = 60
+	// A fast failure is answered without calling the dependency: a loopback
+	// round trip. 50 ms leaves room for a busy machine and is 200 times
+	// faster than the 10 s the clients wait without a breaker.
+	task7FastFailMS = 50.0
+	// After the dependency recovers, the breaker closes at its next
+	// half-open trial: within one cooldown, plus the trial itself and one
+	// 250 ms bin of the load generator's timeline.
+	task7RecoverMax = task7Cooldown + time.Second
+)
+
+func task7Planned() []planned {
+	return []planned{
+		{"breaker: calls to the dead dependency stop quickly", 2},
+		{"breaker: the service's in-flight count stays small", 1},
+		{"breaker: clients get fast failures instead of 10 s waits", 1},
+		{"breaker: it closes soon after the dependency recovers", 1},
+	}
+}
+
+// gradeTask7 grades the circuit breaker: its unit suite, then the
+// dead-dependency scenario without and with the breaker.
 func gradeTask7(ctx context.Context, g *grading) error {
-	_, err := g.unit(ctx)
-	return err
+	notReady, err := g.unit(ctx)
+	if err != nil || g.opts.UnitOnly {
+		return err
+	}
+	if notReady == "" {
+		bin, err := g.breakerBinary(ctx)
+		if err == nil {
+			return scenarioTask7(ctx, g, bin)
+		}
+		notReady = fmt.Sprintf("the scenario with %s %v", g.file(), err)
+	}
+	g.skipAll(task7Planned(), notReady)
+	return nil
+}
+
+func (g *grading) breakerBinary(ctx context.Context) (string, error) {
+	overlay, err := writeOverlay(g.tmp, g.opts.Root, g.opts.Replace)
+	if err != nil {
+		return "", err
+	}
+	var tags []string
+	if g.opts.Impl == Exercises {
+		tags = []string{"ratelab_ex_breaker"}
+	}
+	return buildCmd(ctx, g.opts.Root, g.tmp, "breaker", tags, overlay)
+}
+
+// runScenario runs the breaker binary once and decodes its result.
+func (g *grading) runScenario(ctx context.Context, bin string, args ...string) (*results.Scenario, error) {
+	var sc results.Scenario
+	if err := RunJSON(ctx, 2*time.Minute, &sc, bin, args...); err != nil {
+		return nil, err
+	}
+	if sc.Run == nil {
+		return nil, fmt.Errorf("the scenario printed no run")
+	}
+	return &sc, nil
+}
+
+func scenarioTask7(ctx context.Context, g *grading, bin string) error {
+	args := []string{"--rate", fmt.Sprint(task7Rate), "--window", fmt.Sprint(task7Window),
+		"--slow-call", task7SlowCall.String(), "--cooldown", task7Cooldown.String(), "--dead-for", task7DeadFor.String()}
+	var out [2]*results.Scenario
+	for i, with := range []bool{false, true} {
+		g.logf("  dead dependency for 10 s, service at 100/s, %s ...", map[bool]string{true: "with the breaker", false: "without a breaker"}[with])
+		sc, err := g.runScenario(ctx, bin, append(args, fmt.Sprintf("--breaker=%t", with))...)
+		if err != nil {
+			return err
+		}
+		g.doc.Scenarios = append(g.doc.Scenarios, sc)
+		g.doc.Runs = append(g.doc.Runs, sc.Run)
+		sc.Run.Server = "service " + sc.Name
+		g.logf("    in flight at most %d, heap at most %.0f MB, calls to the dead dependency %d, recovered after %.2f s",
+			sc.InFlightMax, sc.HeapMaxMB, sc.DependencyCallsDead, sc.RecoveredS)
+		out[i] = sc
+	}
+	checkTask7(g, out[0], out[1])
+	return nil
+}
+
+func checkTask7(g *grading, without, with *results.Scenario) {
+	g.check(results.Check{
+		Name: "breaker: calls to the dead dependency stop quickly", MaxScore: 2,
+		Message: fmt.Sprintf("%d calls reached the dead dependency (without a breaker: %d); want ≤ %d: the window of %d, the %d calls already out before the first slow call was reported, and one trial per cooldown",
+			with.DependencyCallsDead, without.DependencyCallsDead, task7DeadCallsMax, task7Window, int(task7Rate*task7SlowCall.Seconds())),
+		Measured: map[string]float64{"dependency_calls_dead": float64(with.DependencyCallsDead), "without_breaker": float64(without.DependencyCallsDead)},
+		Expected: map[string]float64{"dependency_calls_dead_max": task7DeadCallsMax},
+	}, with.DependencyCallsDead <= task7DeadCallsMax && with.DependencyCallsDead > 0, with.Run)
+	g.check(results.Check{
+		Name: "breaker: the service's in-flight count stays small", MaxScore: 1,
+		Message: fmt.Sprintf("at most %d requests in flight in the service, heap %.0f MB (without a breaker: %d in flight, %.0f MB; Little's Law: 100/s × 10 s = 1,000); want ≤ %d",
+			with.InFlightMax, with.HeapMaxMB, without.InFlightMax, without.HeapMaxMB, task7InFlightMax),
+		Measured: map[string]float64{"in_flight_max": float64(with.InFlightMax), "heap_max_mb": with.HeapMaxMB, "without_in_flight_max": float64(without.InFlightMax)},
+		Expected: map[string]float64{"in_flight_max": task7InFlightMax},
+	}, with.InFlightMax <= task7InFlightMax, with.Run)
+	fast, err := with.Run.QuantileMS(results.OutcomeUnavailable, 99)
+	n503 := with.Run.Counts[results.OutcomeUnavailable]
+	deadRequests := int64(task7Rate * task7DeadFor.Seconds())
+	slowOther, _ := without.Run.QuantileMS(results.OutcomeOther, 50)
+	g.check(results.Check{
+		Name: "breaker: clients get fast failures instead of 10 s waits", MaxScore: 1,
+		Message: fmt.Sprintf("%d requests failed fast with 503, p99 %.1f ms; want at least half of the %d sent while the dependency was dead, with p99 ≤ %.0f ms (without a breaker they failed after a median of %.1f s)",
+			n503, fast, deadRequests, task7FastFailMS, slowOther/1000),
+		Measured: map[string]float64{"fast_failures": float64(n503), "p99_fast_fail_ms": fast, "without_median_failure_ms": slowOther},
+		Expected: map[string]float64{"fast_failures_min": float64(deadRequests / 2), "p99_fast_fail_ms_max": task7FastFailMS},
+	}, err == nil && n503 >= deadRequests/2 && fast <= task7FastFailMS, with.Run)
+	g.check(results.Check{
+		Name: "breaker: it closes soon after the dependency recovers", MaxScore: 1,
+		Message: fmt.Sprintf("the service answered 90%% of its clients again %.2f s after the dependency recovered; want ≤ %.0f s: one cooldown (%s) for the next trial, and the trial itself",
+			with.RecoveredS, task7RecoverMax.Seconds(), task7Cooldown),
+		Measured: map[string]float64{"recovered_s": with.RecoveredS}, Expected: map[string]float64{"recovered_s_max": task7RecoverMax.Seconds()},
+	}, with.RecoveredS >= 0 && with.RecoveredS <= task7RecoverMax.Seconds(), with.Run)
 }

@@ -45,12 +45,13 @@ type Document struct {
 	Finished time.Time `json:"finished"`
 	// Interrupted is true when the run was stopped (Ctrl-C) before the end;
 	// its checks and runs are whatever had completed.
-	Interrupted bool     `json:"interrupted,omitempty"`
-	Notes       []string `json:"notes,omitempty"`
-	Checks      []Check  `json:"checks"`
-	Runs        []*Run   `json:"runs"`
-	Storms      []*Storm `json:"storms,omitempty"`
-	Env         Env      `json:"env"`
+	Interrupted bool        `json:"interrupted,omitempty"`
+	Notes       []string    `json:"notes,omitempty"`
+	Checks      []Check     `json:"checks"`
+	Runs        []*Run      `json:"runs"`
+	Storms      []*Storm    `json:"storms,omitempty"`
+	Scenarios   []*Scenario `json:"scenarios,omitempty"`
+	Env         Env         `json:"env"`
 }
 
 // Check is one graded statement about the learner's work, such as

@@ -189,3 +189,36 @@ type Storm struct {
 
 	Errors []string `json:"errors,omitempty"` // a few distinct final errors, for messages
 }
+
+// Scenario is the dead-dependency scenario of task 7: a service flooded by
+// its clients while the dependency it calls goes dead for a while.
+type Scenario struct {
+	Name    string `json:"name"`
+	Breaker bool   `json:"breaker"` // whether the service used a circuit breaker
+	// Run is the flood of the service's clients, as the load generator saw it.
+	Run *Run `json:"run"`
+
+	DeadAtS      float64 `json:"dead_at_s"`
+	DeadForS     float64 `json:"dead_for_s"`
+	SlowCallMS   float64 `json:"slow_call_ms"`
+	CallTimeoutS float64 `json:"call_timeout_s"`
+
+	// The service's and the dependency's own counts.
+	DependencyCalls     int64   `json:"dependency_calls"`
+	DependencyCallsDead int64   `json:"dependency_calls_dead"` // calls that reached it while dead
+	InFlightMax         int64   `json:"in_flight_max"`
+	HeapMaxMB           float64 `json:"heap_max_mb"`
+	// RecoveredS is how long after the dependency came back the service
+	// answered at least 90% of its clients again; -1 if it never did.
+	RecoveredS float64 `json:"recovered_s"`
+
+	Samples []ScenarioSample `json:"samples"`
+}
+
+// ScenarioSample is the service's state at one moment.
+type ScenarioSample struct {
+	TS              float64 `json:"t_s"`
+	InFlight        int64   `json:"in_flight"`
+	HeapMB          float64 `json:"heap_mb"`
+	DependencyCalls int64   `json:"dependency_calls"`
+}

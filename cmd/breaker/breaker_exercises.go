@@ -1,0 +1,17 @@
+//go:build ratelab_ex_breaker
+
+package main
+
+import (
+	"time"
+
+	"ratelab/exercises/breaker"
+	"ratelab/harness"
+)
+
+// newBreaker returns the learner's circuit breaker.
+func newBreaker(window int, ratio float64, minCalls int, cooldown time.Duration, halfOpen int) harness.Breaker {
+	return breaker.NewBreaker(breaker.BreakerSettings{
+		Window: window, FailureRatio: ratio, MinCalls: minCalls, Cooldown: cooldown, HalfOpenMax: halfOpen,
+	})
+}

@@ -1,0 +1,205 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"ratelab/results"
+)
+
+// Breaker is the circuit breaker a service puts in front of a dependency:
+// Allow says whether to call, and done reports how the call went.
+type Breaker interface {
+	Allow() (done func(success bool), err error)
+}
+
+// DependencyScenario describes the dead-dependency scenario: a service
+// answers its clients at Rate per second; each request calls a dependency
+// on loopback that answers in DependencyWork, except between DeadAt and
+// DeadAt+DeadFor, when it accepts requests and never answers. The service's
+// client timeout to the dependency is CallTimeout.
+type DependencyScenario struct {
+	Name           string
+	Rate           float64       // requests per second to the service
+	Duration       time.Duration // how long they arrive
+	ClientTimeout  time.Duration // the service's clients' timeout
+	CallTimeout    time.Duration // the service's timeout to the dependency
+	DependencyWork time.Duration // a healthy dependency's answer time
+	DeadAt         time.Duration // when the dependency goes dead, from the start
+	DeadFor        time.Duration // for how long
+	// SlowCall is how long a call may take before the service reports it
+	// to the breaker as failed, while still waiting for it up to
+	// CallTimeout. Without it a breaker would hear of a dead dependency
+	// only CallTimeout after its death, with CallTimeout × Rate requests
+	// stuck by then.
+	SlowCall time.Duration
+	// Breaker guards the dependency; nil runs the service without one.
+	Breaker Breaker
+}
+
+// scenarioService is the service and its dependency, with their counters.
+type scenarioService struct {
+	opts     DependencyScenario
+	t0       time.Time
+	client   *http.Client
+	depURL   string
+	inFlight atomic.Int64
+	depCalls atomic.Int64
+	depDead  atomic.Int64 // calls that reached the dependency while it was dead
+}
+
+func (s *scenarioService) dead(now time.Time) bool {
+	t := now.Sub(s.t0)
+	return t >= s.opts.DeadAt && t < s.opts.DeadAt+s.opts.DeadFor
+}
+
+// dependency answers after DependencyWork, or never while dead.
+func (s *scenarioService) dependency(w http.ResponseWriter, r *http.Request) {
+	s.depCalls.Add(1)
+	if s.dead(time.Now()) {
+		s.depDead.Add(1)
+		<-r.Context().Done() // accepted, never answered
+		return
+	}
+	time.Sleep(s.opts.DependencyWork)
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// serve is the service's handler: call the dependency, through the breaker
+// if there is one.
+func (s *scenarioService) serve(w http.ResponseWriter, r *http.Request) {
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	report := func(bool) {}
+	if s.opts.Breaker != nil {
+		done, err := s.opts.Breaker.Allow()
+		if err != nil {
+			http.Error(w, "dependency unavailable (circuit open)", http.StatusServiceUnavailable)
+			return
+		}
+		var once sync.Once
+		report = func(ok bool) { once.Do(func() { done(ok) }) }
+		slow := time.AfterFunc(s.opts.SlowCall, func() { report(false) })
+		defer slow.Stop()
+	}
+	req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, s.depURL, nil)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		report(false)
+		http.Error(w, "dependency failed: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	report(resp.StatusCode == http.StatusOK)
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// RunDependencyScenario runs the scenario and returns the flood of the
+// service's clients, with the service's own counts over time.
+func RunDependencyScenario(ctx context.Context, o DependencyScenario) (*results.Scenario, error) {
+	if o.Rate <= 0 || o.Duration <= 0 || o.CallTimeout <= 0 || o.SlowCall <= 0 {
+		return nil, fmt.Errorf("%w: dependency scenario %+v", ErrBadOptions, o)
+	}
+	s := &scenarioService{opts: o}
+	s.client = &http.Client{Timeout: o.CallTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: 100000}}
+	defer s.client.CloseIdleConnections()
+
+	depLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	dep := &http.Server{Handler: http.HandlerFunc(s.dependency)}
+	go func() { _ = dep.Serve(depLn) }()
+	defer dep.Close()
+	s.depURL = "http://" + depLn.Addr().String() + "/"
+
+	svcLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	svc := &http.Server{Handler: http.HandlerFunc(s.serve)}
+	go func() { _ = svc.Serve(svcLn) }()
+	defer svc.Close()
+
+	// Sample the service's own counters every 100 ms.
+	var mu sync.Mutex
+	var samples []results.ScenarioSample
+	s.t0 = time.Now()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(DefaultSampleEvery)
+		defer tick.Stop()
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			mu.Lock()
+			samples = append(samples, results.ScenarioSample{
+				TS: time.Since(s.t0).Seconds(), InFlight: s.inFlight.Load(),
+				HeapMB: float64(ms.HeapInuse) / (1 << 20), DependencyCalls: s.depCalls.Load(),
+			})
+			mu.Unlock()
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	run, err := Flood(ctx, Options{
+		Name: o.Name, URL: "http://" + svcLn.Addr().String() + "/", Rate: o.Rate,
+		Duration: o.Duration, Timeout: o.ClientTimeout, DrainCap: -1,
+	})
+	close(stop)
+	wg.Wait()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return nil, err
+	}
+	sc := &results.Scenario{
+		Name: o.Name, Breaker: o.Breaker != nil, Run: run, Samples: samples,
+		DeadAtS: o.DeadAt.Seconds(), DeadForS: o.DeadFor.Seconds(), SlowCallMS: float64(o.SlowCall) / float64(time.Millisecond),
+		CallTimeoutS: o.CallTimeout.Seconds(), DependencyCalls: s.depCalls.Load(), DependencyCallsDead: s.depDead.Load(),
+	}
+	for _, sm := range samples {
+		sc.InFlightMax = max(sc.InFlightMax, sm.InFlight)
+		sc.HeapMaxMB = max(sc.HeapMaxMB, sm.HeapMB)
+	}
+	if run != nil {
+		sc.RecoveredS = Recovered(run, o.DeadAt+o.DeadFor, 0.9)
+	}
+	return sc, err
+}
+
+// Recovered returns how long after since the run's successes per timeline
+// bin first reached share of the requests sent in that bin, in seconds, or
+// -1 if they never did.
+func Recovered(run *results.Run, since time.Duration, share float64) float64 {
+	bin := time.Duration(run.TimelineBinMS * float64(time.Millisecond))
+	if bin <= 0 {
+		return -1
+	}
+	ok := run.Timeline[results.OutcomeOK]
+	for b := int(since / bin); b < len(ok); b++ {
+		var total int64
+		for _, o := range results.Outcomes {
+			if b < len(run.Timeline[o]) {
+				total += run.Timeline[o][b]
+			}
+		}
+		if total > 0 && float64(ok[b]) >= share*float64(total) {
+			return max(0, (time.Duration(b)*bin - since).Seconds())
+		}
+	}
+	return -1
+}
