@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"ratelab/grader"
@@ -20,20 +22,27 @@ type taskFlags struct {
 	out       string
 	json      bool
 	force     bool
+	format    string
+	junit     string
 }
 
 func (f *taskFlags) declare(fs *flag.FlagSet) {
 	fs.BoolVar(&f.solutions, "solutions", false, "grade the reference in solutions/ instead of your exercises/")
 	fs.StringVar(&f.out, "out", "", "write results.json into this folder (default: a new folder under ratelab-runs/)")
-	fs.BoolVar(&f.json, "json", false, "print the results document as JSON on stdout (the table goes to stderr)")
+	fs.BoolVar(&f.json, "json", false, "print the results document as JSON on stdout (the table goes to stderr); same as --format json")
 	fs.BoolVar(&f.force, "force", false, "replace an existing results.json in --out")
+	fs.StringVar(&f.format, "format", "text", "what to print on stdout: text, json, github (annotations and a job summary), classroom (GitHub Classroom's base64 result) or gradescope (its results.json)")
+	fs.StringVar(&f.junit, "junit", "", "also write the checks as JUnit XML to this file")
 }
+
+// formats are the values --format takes.
+var formats = map[string]bool{"text": true, "json": true, "github": true, "classroom": true, "gradescope": true}
 
 func init() {
 	for _, t := range grader.Tasks() {
 		commands = append(commands, &command{
 			Name:      t.ID,
-			UsageLine: t.ID + " [--solutions] [--out DIR] [--json] [--force]",
+			UsageLine: t.ID + " [--solutions] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE]",
 			Short:     fmt.Sprintf("grade task %d: %s", t.Number, t.Title),
 			Long: fmt.Sprintf(`%s runs task %d's stages, checks the lesson's invariants and prints a
 score. The handout is %s; 'grade hint %s' prints the hints.
@@ -54,7 +63,7 @@ DIR/results.json; an existing one is kept unless --force is given.`, t.ID, t.Num
 	}
 	commands = append(commands, &command{
 		Name:      "all",
-		UsageLine: "all [--solutions] [--out DIR] [--json] [--force]",
+		UsageLine: "all [--solutions] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE]",
 		Short:     "grade every task",
 		Long: `All grades every task in order and writes one results document for the
 lot. Use --solutions to grade the reference (it must score full marks).`,
@@ -74,6 +83,12 @@ lot. Use --solutions to grade the reference (it must score full marks).`,
 // gradeTasks grades tasks, merges their documents into one named id, writes
 // it and prints it.
 func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags) error {
+	if f.json {
+		f.format = "json"
+	}
+	if !formats[f.format] {
+		return usagef("--format %q: want text, json, github, classroom or gradescope", f.format)
+	}
 	impl := grader.Exercises
 	if f.solutions {
 		impl = grader.Solutions
@@ -83,8 +98,8 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 		return err
 	}
 	human := stdout
-	if f.json {
-		human = stderr
+	if f.format != "text" && f.format != "github" {
+		human = stderr // stdout carries the machine-readable document
 	}
 	root, err := grader.FindRoot(".")
 	if err != nil {
@@ -109,10 +124,8 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 		return err
 	}
 	fmt.Fprintf(human, "results: %s\n", path)
-	if f.json {
-		if err := doc.Encode(stdout); err != nil {
-			return err
-		}
+	if err := writeFormats(doc, f, root); err != nil {
+		return err
 	}
 	switch {
 	case gradeErr != nil && ctx.Err() != nil:
@@ -125,6 +138,81 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 		return failError{fmt.Sprintf("%s scored %g of %g", id, doc.Score, doc.MaxScore)}
 	}
 	return nil
+}
+
+// writeFormats prints or writes the other forms of doc that f asks for.
+func writeFormats(doc *results.Document, f taskFlags, root string) error {
+	loc := locator(root)
+	if f.junit != "" {
+		var b strings.Builder
+		if err := results.WriteJUnit(&b, doc, loc); err != nil {
+			return err
+		}
+		if err := os.WriteFile(f.junit, []byte(b.String()), 0o644); err != nil {
+			return fmt.Errorf("write --junit: %w", err)
+		}
+	}
+	switch f.format {
+	case "json":
+		return doc.Encode(stdout)
+	case "classroom":
+		s, err := results.ClassroomBase64(doc, loc)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, s)
+		return appendEnvFile("GITHUB_OUTPUT", "result="+s+"\n")
+	case "gradescope":
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(results.Gradescope(doc))
+	case "github":
+		for _, a := range results.Annotations(doc, loc) {
+			fmt.Fprintln(stdout, a.String())
+		}
+	}
+	return nil
+}
+
+// appendEnvFile appends text to the file named by the environment variable
+// name (GitHub's GITHUB_OUTPUT, GITHUB_STEP_SUMMARY), if it is set.
+func appendEnvFile(name, text string) error {
+	path := os.Getenv(name)
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("write $%s: %w", name, err)
+	}
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return fmt.Errorf("write $%s: %w", name, err)
+	}
+	return f.Close()
+}
+
+// locator points each task's checks at the file its learner edits, at the
+// first TODO left in it (or line 1).
+func locator(root string) results.Locator {
+	return func(id string) results.Location {
+		t, ok := grader.Lookup(id)
+		if !ok || len(t.Files) == 0 {
+			return results.Location{}
+		}
+		l := results.Location{File: t.Files[0], Line: 1}
+		b, err := os.ReadFile(filepath.Join(root, t.Files[0]))
+		if err != nil {
+			return l
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "TODO(task") {
+				l.Line = i + 1
+				break
+			}
+		}
+		return l
+	}
 }
 
 // merge folds one task's document into the running one.

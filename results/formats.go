@@ -1,0 +1,260 @@
+package results
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// Location points a check at the file a learner edits, for annotations and
+// the autograders' filename fields.
+type Location struct {
+	File string
+	Line int
+}
+
+// Locator returns where a task's checks point, or a zero Location.
+type Locator func(task string) Location
+
+// junitSuites is JUnit's XML: one testsuite per task, one testcase per check.
+type junitSuites struct {
+	XMLName xml.Name     `xml:"testsuites"`
+	Name    string       `xml:"name,attr"`
+	Tests   int          `xml:"tests,attr"`
+	Fails   int          `xml:"failures,attr"`
+	Errors  int          `xml:"errors,attr"`
+	Skipped int          `xml:"skipped,attr"`
+	Suites  []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name    string      `xml:"name,attr"`
+	Tests   int         `xml:"tests,attr"`
+	Fails   int         `xml:"failures,attr"`
+	Errors  int         `xml:"errors,attr"`
+	Skipped int         `xml:"skipped,attr"`
+	Cases   []junitCase `xml:"testcase"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	File      string        `xml:"file,attr,omitempty"`
+	Failure   *junitProblem `xml:"failure,omitempty"`
+	Error     *junitProblem `xml:"error,omitempty"`
+	Skipped   *junitProblem `xml:"skipped,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitProblem struct {
+	Message string `xml:"message,attr"`
+	Text    string `xml:",chardata"`
+}
+
+// WriteJUnit writes doc as JUnit XML: a testsuite per task, a testcase per
+// check (classname ratelab.taskN), with failures, errors and skips, and the
+// score of each check in its system-out.
+func WriteJUnit(w io.Writer, doc *Document, loc Locator) error {
+	out := junitSuites{Name: "ratelab " + doc.Task}
+	byTask := map[string]*junitSuite{}
+	var order []string
+	for _, c := range doc.Checks {
+		s := byTask[c.Task]
+		if s == nil {
+			s = &junitSuite{Name: "ratelab." + c.Task}
+			byTask[c.Task] = s
+			order = append(order, c.Task)
+		}
+		tc := junitCase{Name: c.Name, Classname: "ratelab." + c.Task, SystemOut: fmt.Sprintf("score %g of %g: %s", c.Score, c.MaxScore, c.Message)}
+		if loc != nil {
+			tc.File = loc(c.Task).File
+		}
+		switch c.Status {
+		case StatusFail:
+			tc.Failure = &junitProblem{Message: c.Message, Text: c.Message}
+			s.Fails++
+		case StatusError:
+			tc.Error = &junitProblem{Message: c.Message, Text: c.Message}
+			s.Errors++
+		case StatusSkip:
+			tc.Skipped = &junitProblem{Message: c.Message}
+			s.Skipped++
+		}
+		s.Tests++
+		s.Cases = append(s.Cases, tc)
+	}
+	for _, t := range order {
+		s := byTask[t]
+		out.Suites = append(out.Suites, *s)
+		out.Tests += s.Tests
+		out.Fails += s.Fails
+		out.Errors += s.Errors
+		out.Skipped += s.Skipped
+	}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+// ClassroomResult is the JSON that GitHub Classroom's
+// autograding-grading-reporter reads (base64-encoded) from a runner step.
+type ClassroomResult struct {
+	Version  int             `json:"version"`
+	Status   string          `json:"status"` // pass, fail or error
+	MaxScore float64         `json:"max_score"`
+	Tests    []ClassroomTest `json:"tests"`
+}
+
+// ClassroomTest is one check in ClassroomResult.
+type ClassroomTest struct {
+	Name     string  `json:"name"`
+	Status   string  `json:"status"` // pass, fail or error
+	Score    float64 `json:"score"`
+	Message  string  `json:"message"`
+	TestCode string  `json:"test_code"`
+	Filename string  `json:"filename"`
+	LineNo   int     `json:"line_no"`
+	Duration int     `json:"duration"` // milliseconds
+}
+
+// Classroom converts doc to GitHub Classroom's format. A skipped check
+// counts as failed with score 0, since the reporter knows no skips.
+func Classroom(doc *Document, loc Locator) ClassroomResult {
+	out := ClassroomResult{Version: 1, Status: classroomStatus(doc.Status), MaxScore: doc.MaxScore, Tests: []ClassroomTest{}}
+	for _, c := range doc.Checks {
+		t := ClassroomTest{
+			Name: c.Task + ": " + c.Name, Status: classroomStatus(c.Status), Score: c.Score,
+			Message: c.Message, TestCode: "grade " + c.Task,
+		}
+		if loc != nil {
+			l := loc(c.Task)
+			t.Filename, t.LineNo = l.File, l.Line
+		}
+		out.Tests = append(out.Tests, t)
+	}
+	return out
+}
+
+func classroomStatus(s Status) string {
+	switch s {
+	case StatusPass:
+		return "pass"
+	case StatusError:
+		return "error"
+	}
+	return "fail"
+}
+
+// ClassroomBase64 returns Classroom(doc) as base64-encoded JSON, the value a
+// runner step sets as its `result` output.
+func ClassroomBase64(doc *Document, loc Locator) (string, error) {
+	b, err := json.Marshal(Classroom(doc, loc))
+	if err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(b), nil
+}
+
+// GradescopeResult is Gradescope's results.json.
+type GradescopeResult struct {
+	Score         float64          `json:"score"`
+	ExecutionTime int              `json:"execution_time"` // seconds
+	Output        string           `json:"output"`
+	Tests         []GradescopeTest `json:"tests"`
+}
+
+// GradescopeTest is one check in GradescopeResult.
+type GradescopeTest struct {
+	Name       string  `json:"name"`
+	Score      float64 `json:"score"`
+	MaxScore   float64 `json:"max_score"`
+	Status     string  `json:"status"` // passed or failed
+	Output     string  `json:"output"`
+	Visibility string  `json:"visibility"`
+}
+
+// Gradescope converts doc to Gradescope's results.json.
+func Gradescope(doc *Document) GradescopeResult {
+	out := GradescopeResult{
+		Score:         doc.Score,
+		ExecutionTime: int(doc.Finished.Sub(doc.Started).Seconds()),
+		Output:        fmt.Sprintf("ratelab %s (%s): %s, %g of %g", doc.Task, doc.Impl, doc.Status, doc.Score, doc.MaxScore),
+		Tests:         []GradescopeTest{},
+	}
+	if len(doc.Notes) > 0 {
+		out.Output += "\n" + strings.Join(doc.Notes, "\n")
+	}
+	for _, c := range doc.Checks {
+		st := "failed"
+		if c.Status == StatusPass {
+			st = "passed"
+		}
+		out.Tests = append(out.Tests, GradescopeTest{
+			Name: c.Task + ": " + c.Name, Score: c.Score, MaxScore: c.MaxScore,
+			Status: st, Output: c.Message, Visibility: "visible",
+		})
+	}
+	return out
+}
+
+// Annotation is a GitHub Actions workflow command pointing at a file.
+type Annotation struct {
+	Location
+	Title   string
+	Message string
+}
+
+// maxAnnotations is how many error annotations GitHub keeps per step.
+const maxAnnotations = 10
+
+// Annotations returns at most ten error annotations for the checks that did
+// not pass, the most valuable (by points) first.
+func Annotations(doc *Document, loc Locator) []Annotation {
+	var failed []Check
+	for _, c := range doc.Checks {
+		if c.Status != StatusPass {
+			failed = append(failed, c)
+		}
+	}
+	sort.SliceStable(failed, func(i, j int) bool { return failed[i].MaxScore > failed[j].MaxScore })
+	var out []Annotation
+	for _, c := range failed[:min(len(failed), maxAnnotations)] {
+		a := Annotation{Title: fmt.Sprintf("%s: %s (0 of %g)", c.Task, c.Name, c.MaxScore), Message: c.Message}
+		if loc != nil {
+			a.Location = loc(c.Task)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// String formats a as a GitHub workflow command (::error file=...::msg),
+// escaping what the command syntax requires.
+func (a Annotation) String() string {
+	esc := func(s string) string {
+		return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
+	}
+	escProp := func(s string) string {
+		return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
+	}
+	var props []string
+	if a.File != "" {
+		props = append(props, "file="+escProp(a.File))
+		if a.Line > 0 {
+			props = append(props, fmt.Sprintf("line=%d", a.Line))
+		}
+	}
+	props = append(props, "title="+escProp(a.Title))
+	return "::error " + strings.Join(props, ",") + "::" + esc(a.Message)
+}
