@@ -30,6 +30,13 @@ func Listen(s *Server, addr string) (*Instance, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
+	return Serve(s, ln), nil
+}
+
+// Serve starts serving s on ln, which the instance then owns: a listener
+// shared by several processes (grade serve --workers) or one of Listen's.
+// The caller must Close the instance.
+func Serve(s *Server, ln net.Listener) *Instance {
 	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	in := &Instance{URL: "http://" + ln.Addr().String(), Server: s, http: hs, done: make(chan error, 1)}
 	go func() {
@@ -39,7 +46,7 @@ func Listen(s *Server, addr string) (*Instance, error) {
 		}
 		in.done <- err
 	}()
-	return in, nil
+	return in
 }
 
 // Close stops the instance at once: it closes the listener and every

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,17 +48,24 @@ func buildCmd(ctx context.Context, root, dir, name string, tags []string, overla
 
 // child is a fake GPU server running as a child process.
 type child struct {
-	URL    string
-	cmd    *exec.Cmd
-	stderr *tailBuffer
-	done   chan struct{}
-	err    error
+	URL      string
+	StatsURL string // the worker's own address, when started with --stats-port
+	cmd      *exec.Cmd
+	stderr   *tailBuffer
+	done     chan struct{}
+	err      error
 }
 
 // startServer runs bin with args and waits until it says where it listens.
 // The child is killed if ctx ends, and on Linux if the grader dies.
 func startServer(ctx context.Context, bin string, args ...string) (*child, error) {
+	return startServerFiles(ctx, bin, nil, args...)
+}
+
+// startServerFiles is startServer with files handed to the child from fd 3.
+func startServerFiles(ctx context.Context, bin string, files []*os.File, args ...string) (*child, error) {
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.ExtraFiles = files
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 3 * time.Second
 	setParentDeathSignal(cmd)
@@ -70,12 +78,17 @@ func startServer(ctx context.Context, bin string, args ...string) (*child, error
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the server: %w", err)
 	}
-	urlc := make(chan string, 1)
+	urlc := make(chan [2]string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
+		var statsURL string
 		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) >= 3 && f[0] == "listening" && f[1] == "on" {
-				urlc <- f[2]
+			f := strings.Fields(sc.Text())
+			if len(f) >= 3 && f[0] == "stats" && f[1] == "on" {
+				statsURL = f[2]
+			}
+			if len(f) >= 3 && f[0] == "listening" && f[1] == "on" {
+				urlc <- [2]string{f[2], statsURL}
 				break
 			}
 		}
@@ -86,7 +99,8 @@ func startServer(ctx context.Context, bin string, args ...string) (*child, error
 		close(c.done)
 	}()
 	select {
-	case c.URL = <-urlc:
+	case u := <-urlc:
+		c.URL, c.StatsURL = u[0], u[1]
 		return c, nil
 	case <-c.done:
 		return nil, fmt.Errorf("the server exited at start: %v: %s", c.err, firstLines(c.stderr.String(), 4))
@@ -257,4 +271,64 @@ func RunJSON(ctx context.Context, limit time.Duration, v any, bin string, args .
 		return fmt.Errorf("%s failed: %v: %s", filepath.Base(bin), runErr, firstLines(stderr.String(), 4))
 	}
 	return nil
+}
+
+// Workers are several fake GPU processes sharing one listening socket on
+// loopback, as `uvicorn --workers N` runs: each has its own slots and its own
+// limiter, and the kernel hands each new connection to one of them.
+type Workers struct {
+	// URL is the shared address.
+	URL string
+	// StatsURLs are each worker's own address, for reading its /stats.
+	StatsURLs []string
+	children  []*child
+	ln        *net.TCPListener
+}
+
+// StartWorkers starts n copies of the fakegpu binary bin with args, all
+// serving one listening socket on 127.0.0.1:port (0 picks a free port). The
+// caller must Stop them.
+func StartWorkers(ctx context.Context, bin string, n, port int, args ...string) (*Workers, error) {
+	if n < 1 || n > 64 {
+		return nil, fmt.Errorf("workers %d: want 1 to 64", n)
+	}
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+	if err != nil {
+		return nil, fmt.Errorf("listen on port %d: %w", port, err)
+	}
+	f, err := ln.File()
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	defer f.Close()
+	w := &Workers{URL: "http://" + ln.Addr().String(), ln: ln}
+	for i := 0; i < n; i++ {
+		c, err := startServerFiles(ctx, bin, []*os.File{f}, append([]string{"--listen-fd", "3", "--stats-port", "0"}, args...)...)
+		if err != nil {
+			w.Stop()
+			return nil, fmt.Errorf("worker %d: %w", i+1, err)
+		}
+		w.children = append(w.children, c)
+		w.StatsURLs = append(w.StatsURLs, c.StatsURL)
+	}
+	return w, nil
+}
+
+// Stop ends every worker and closes the shared socket.
+func (w *Workers) Stop() {
+	for _, c := range w.children {
+		c.stop()
+	}
+	w.ln.Close()
+}
+
+// Panics returns the first handler panic any worker logged, or "".
+func (w *Workers) Panics() string {
+	for _, c := range w.children {
+		if p := c.panics(); p != "" {
+			return p
+		}
+	}
+	return ""
 }

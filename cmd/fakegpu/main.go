@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -35,6 +36,8 @@ func main() {
 	rate := flag.Float64("rate", def.BucketRate, "per-client bucket refill, tokens per second")
 	burst := flag.Float64("burst", def.BucketBurst, "per-client bucket capacity, tokens")
 	spread := flag.Bool("spread-retry-after", false, "tell shed requests to come back spread out at the server's capacity")
+	listenFD := flag.Int("listen-fd", 0, "serve on this inherited listening socket instead of --port (several workers share one port this way)")
+	statsPort := flag.Int("stats-port", -1, "also serve this worker alone on 127.0.0.1:PORT (0 picks one), for reading its own /stats")
 	flag.Parse()
 
 	m, err := fakegpu.ParseMode(*mode)
@@ -59,9 +62,24 @@ func main() {
 	if err != nil {
 		fail(2, err)
 	}
-	in, err := fakegpu.Listen(srv, fmt.Sprintf("127.0.0.1:%d", *port))
-	if err != nil {
+	var in *fakegpu.Instance
+	if *listenFD > 0 {
+		ln, err := net.FileListener(os.NewFile(uintptr(*listenFD), "listener"))
+		if err != nil {
+			fail(2, fmt.Errorf("inherited listener: %w", err))
+		}
+		in = fakegpu.Serve(srv, ln)
+	} else if in, err = fakegpu.Listen(srv, fmt.Sprintf("127.0.0.1:%d", *port)); err != nil {
 		fail(2, err)
+	}
+	defer in.Close()
+	if *statsPort >= 0 {
+		own, err := fakegpu.Listen(srv, fmt.Sprintf("127.0.0.1:%d", *statsPort))
+		if err != nil {
+			fail(2, err)
+		}
+		defer own.Close()
+		fmt.Printf("stats on %s\n", own.URL)
 	}
 	fmt.Printf("listening on %s (mode %s, admission from %s, limiter from %s)\n", in.URL, m, admissionFrom, limiterFrom)
 

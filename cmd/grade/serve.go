@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 func init() {
 	commands = append(commands, &command{
 		Name:      "serve",
-		UsageLine: "serve [--mode none|shed|bucket] [--solutions] [--port 8000] [--slots 8] [--work 100ms] [--max-waiting 16] [--deadline 800ms] [--rate 70] [--burst 20]",
+		UsageLine: "serve [--mode none|shed|bucket] [--workers 1] [--solutions] [--port 8000] [--slots 8] [--work 100ms] [--max-waiting 16] [--deadline 800ms] [--rate 70] [--burst 20]",
 		Short:     "run the fake GPU server until Ctrl-C",
 		Long: `Serve runs the fake GPU server on 127.0.0.1, for following the lesson by
 hand: flood it with 'grade flood RATE --url http://127.0.0.1:PORT' and read
@@ -37,6 +38,7 @@ not written yet answers every request by dropping the connection.`,
 			solutions := fs.Bool("solutions", false, "in modes shed and bucket, run the reference code instead of your exercises")
 			rate := fs.Float64("rate", def.BucketRate, "per-client bucket refill in mode bucket, tokens per second")
 			burst := fs.Float64("burst", def.BucketBurst, "per-client bucket capacity in mode bucket, tokens")
+			workers := fs.Int("workers", 1, "server processes sharing the port, each with its own slots and limiter (as uvicorn --workers)")
 			port := fs.Int("port", 8000, "TCP port on 127.0.0.1 (0 picks a free one)")
 			slots := fs.Int("slots", def.Slots, "requests the GPU works on at once")
 			work := fs.Duration("work", def.Work, "time one request holds its slot")
@@ -62,8 +64,11 @@ not written yet answers every request by dropping the connection.`,
 				if err := cfg.Validate(); err != nil {
 					return usageError{err.Error()}
 				}
-				if m != fakegpu.ModeNone {
-					return serveChild(ctx, cfg, *port, *solutions)
+				if *workers < 1 || *workers > 64 {
+					return usagef("--workers %d: want 1 to 64", *workers)
+				}
+				if m != fakegpu.ModeNone || *workers > 1 {
+					return serveChild(ctx, cfg, *port, *workers, *solutions)
 				}
 				srv, err := fakegpu.New(cfg)
 				if err != nil {
@@ -77,7 +82,7 @@ not written yet answers every request by dropping the connection.`,
 
 // serveChild runs a protected server built from the learner's tree (or the
 // reference) as a child process until ctx ends.
-func serveChild(ctx context.Context, cfg fakegpu.Config, port int, solutions bool) error {
+func serveChild(ctx context.Context, cfg fakegpu.Config, port, workers int, solutions bool) error {
 	if err := portFree(port); err != nil {
 		return err
 	}
@@ -90,19 +95,27 @@ func serveChild(ctx context.Context, cfg fakegpu.Config, port int, solutions boo
 		impl = grader.Solutions
 	}
 	fmt.Fprintf(stdout, "building the server with task 2 and task 3 code from %s/ ...\n", impl)
-	srv, err := grader.StartServer(ctx, root, impl,
-		"--mode", string(cfg.Mode), "--port", fmt.Sprint(port), "--slots", fmt.Sprint(cfg.Slots),
+	bin, cleanup, err := grader.BuildTool(ctx, root, impl, "fakegpu")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	w, err := grader.StartWorkers(ctx, bin, workers, port,
+		"--mode", string(cfg.Mode), "--slots", fmt.Sprint(cfg.Slots),
 		"--work", cfg.Work.String(), "--max-waiting", fmt.Sprint(cfg.MaxWaiting), "--deadline", cfg.Deadline.String(),
 		"--rate", fmt.Sprint(cfg.BucketRate), "--burst", fmt.Sprint(cfg.BucketBurst))
 	if err != nil {
 		return err
 	}
-	defer srv.Stop()
-	fmt.Fprintf(stdout, "fakegpu: mode %s, %d slots x %s (capacity %.0f req/s), line %d, deadline %s on %s\n",
-		cfg.Mode, cfg.Slots, cfg.Work, cfg.Capacity(), cfg.MaxWaiting, cfg.Deadline, srv.URL)
-	fmt.Fprintf(stdout, "try: grade flood 240 --url %s    or: curl -s %s/stats\nCtrl-C stops it.\n", srv.URL, srv.URL)
+	defer w.Stop()
+	fmt.Fprintf(stdout, "fakegpu: %d worker(s), each mode %s, %d slots x %s (capacity %.0f req/s), line %d, deadline %s, on %s\n",
+		workers, cfg.Mode, cfg.Slots, cfg.Work, cfg.Capacity(), cfg.MaxWaiting, cfg.Deadline, w.URL)
+	if workers > 1 {
+		fmt.Fprintf(stdout, "each worker's own /stats: %s\n", strings.Join(w.StatsURLs, " "))
+	}
+	fmt.Fprintf(stdout, "try: grade flood 240 --url %s    or: curl -s %s/stats\nCtrl-C stops it.\n", w.URL, w.StatsURLs[0])
 	<-ctx.Done()
-	if p := srv.Panics(); p != "" {
+	if p := w.Panics(); p != "" {
 		fmt.Fprintf(stdout, "\nthe server's handler panicked: %s\n", p)
 	}
 	return nil
