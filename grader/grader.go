@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"ratelab/fakegpu"
@@ -170,6 +171,25 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 	}
 	g := &grading{task: task, opts: opts, doc: doc}
 	g.logf("%s: %s (%s)", task.ID, task.Title, opts.Impl)
+	if opts.Root != "" {
+		rec, bad, err := CheckIntegrity(opts.Root)
+		if err != nil {
+			return nil, fmt.Errorf("check the frozen files: %w", err)
+		}
+		doc.Integrity = rec
+		if len(bad) > 0 {
+			// No score from a grader or tests that were changed.
+			doc.Checks = append(doc.Checks, results.Check{
+				Task: task.ID, Name: "integrity", Status: results.StatusError,
+				Message: fmt.Sprintf("refusing to grade: %d frozen file(s) differ from the release manifest %s: %s",
+					len(bad), ManifestPath, strings.Join(bad[:min(len(bad), 10)], ", ")),
+			})
+			doc.Finished = time.Now().UTC()
+			doc.Env = results.CurrentEnv("")
+			doc.Total()
+			return doc, nil
+		}
+	}
 	tmp, err := os.MkdirTemp("", "ratelab-grade-*")
 	if err == nil {
 		g.tmp = tmp

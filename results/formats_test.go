@@ -107,3 +107,14 @@ func TestAnnotations(t *testing.T) {
 	assert.True(t, strings.HasPrefix(line, "::error file=exercises/bucket/bucket.go,line=64,title="), line)
 	assert.NotContains(t, strings.SplitN(line, "::", 3)[1], ",b", "commas inside properties are escaped")
 }
+
+func TestSignVerify(t *testing.T) {
+	d := sampleDoc()
+	key := []byte("instructor secret")
+	assert.ErrorIs(t, Verify(d, key), ErrUnsigned)
+	require.NoError(t, Sign(d, key))
+	assert.NoError(t, Verify(d, key))
+	assert.ErrorIs(t, Verify(d, []byte("another key")), ErrForged)
+	d.Score = d.MaxScore // a learner raising their own score
+	assert.ErrorIs(t, Verify(d, key), ErrForged)
+}

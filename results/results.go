@@ -52,6 +52,11 @@ type Document struct {
 	Storms      []*Storm    `json:"storms,omitempty"`
 	Scenarios   []*Scenario `json:"scenarios,omitempty"`
 	Env         Env         `json:"env"`
+	// Integrity records the hashes of the frozen files the grader ran with.
+	Integrity *Integrity `json:"integrity,omitempty"`
+	// Signature is an HMAC of the rest of the document, when the grader had
+	// a signing key (see Sign).
+	Signature string `json:"signature,omitempty"`
 }
 
 // Check is one graded statement about the learner's work, such as

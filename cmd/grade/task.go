@@ -116,6 +116,11 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 			break
 		}
 	}
+	if key := os.Getenv(results.SigningKeyEnv); key != "" {
+		if err := results.Sign(doc, []byte(key)); err != nil {
+			return err
+		}
+	}
 	path := filepath.Join(dir, "results.json")
 	if werr := results.WriteFile(path, doc, f.force); werr != nil {
 		return werr
@@ -225,6 +230,8 @@ func merge(into, d *results.Document, id string) *results.Document {
 	into.Runs = append(into.Runs, d.Runs...)
 	into.Notes = append(into.Notes, d.Notes...)
 	into.Interrupted = into.Interrupted || d.Interrupted
+	into.Storms = append(into.Storms, d.Storms...)
+	into.Scenarios = append(into.Scenarios, d.Scenarios...)
 	into.Finished = d.Finished
 	into.Total()
 	return into

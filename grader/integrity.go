@@ -1,0 +1,148 @@
+package grader
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"ratelab/results"
+)
+
+// ManifestPath is where a release keeps the hashes of the files a learner
+// must not change, relative to the repository root. A development checkout
+// has none; `grade manifest --write` makes one (grade export does it for a
+// learner template).
+const ManifestPath = "grader/manifest.json"
+
+// Manifest lists the SHA-256 of every frozen file: the shared test suites,
+// the exercises' test adapters, the grader, the harness and the servers.
+type Manifest struct {
+	Version int               `json:"version"`
+	Files   map[string]string `json:"files"` // repository path → hex SHA-256
+}
+
+// frozen reports whether a repository path is one a learner must not change.
+func frozen(path string) bool {
+	if !strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, ".lua") {
+		return false
+	}
+	dir := filepath.ToSlash(filepath.Dir(path))
+	switch {
+	case strings.HasPrefix(dir, "exercises/"):
+		return strings.HasSuffix(path, "_test.go") // the learner edits the rest
+	case strings.HasPrefix(dir, "grader/testdata"), strings.HasPrefix(dir, "solutions"):
+		return false
+	}
+	for _, p := range []string{"internal/", "grader", "harness", "fakegpu", "lab", "results", "model", "provider", "cmd/"} {
+		if strings.HasPrefix(dir, p) {
+			return !strings.HasSuffix(path, "_test.go") || strings.HasPrefix(dir, "internal/")
+		}
+	}
+	return false
+}
+
+// HashFrozen returns the SHA-256 of every frozen file under root.
+func HashFrozen(root string) (map[string]string, error) {
+	out := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "ratelab-runs" || d.Name() == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !frozen(rel) {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		out[rel] = hex.EncodeToString(sum[:])
+		return nil
+	})
+	return out, err
+}
+
+// WriteManifest hashes the frozen files under root into ManifestPath.
+func WriteManifest(root string) (*Manifest, error) {
+	files, err := HashFrozen(root)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manifest{Version: 1, Files: files}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return m, os.WriteFile(filepath.Join(root, ManifestPath), append(b, '\n'), 0o644)
+}
+
+// CheckIntegrity compares the frozen files under root with the release
+// manifest. It returns the integrity record for the results, and the files
+// that differ (changed, added or missing); with no manifest (a development
+// checkout) nothing can differ and the record says so.
+func CheckIntegrity(root string) (*results.Integrity, []string, error) {
+	files, err := HashFrozen(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec := &results.Integrity{FrozenSHA256: combined(files), Files: len(files)}
+	b, err := os.ReadFile(filepath.Join(root, ManifestPath))
+	if errors.Is(err, os.ErrNotExist) {
+		rec.Manifest = "none: a development checkout, nothing enforced"
+		return rec, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", ManifestPath, err)
+	}
+	sum := sha256.Sum256(b)
+	rec.Manifest = hex.EncodeToString(sum[:])
+	var bad []string
+	for path, want := range m.Files {
+		if got, ok := files[path]; !ok {
+			bad = append(bad, path+" (missing)")
+		} else if got != want {
+			bad = append(bad, path+" (changed)")
+		}
+	}
+	for path := range files {
+		if _, ok := m.Files[path]; !ok && path != ManifestPath {
+			bad = append(bad, path+" (added)")
+		}
+	}
+	sort.Strings(bad)
+	rec.Mismatched = bad
+	return rec, bad, nil
+}
+
+// combined hashes a set of file hashes into one, in path order.
+func combined(files map[string]string) string {
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	h := sha256.New()
+	for _, p := range paths {
+		fmt.Fprintf(h, "%s %s\n", files[p], p)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

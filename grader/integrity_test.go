@@ -1,0 +1,59 @@
+package grader
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func writeTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for p, body := range files {
+		full := filepath.Join(root, p)
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, []byte(body), 0o644))
+	}
+	return root
+}
+
+func TestIntegrity(t *testing.T) {
+	root := writeTree(t, map[string]string{
+		"exercises/bucket/bucket.go":      "package bucket // the learner's",
+		"exercises/bucket/bucket_test.go": "package bucket // frozen",
+		"internal/suites/x/suite.go":      "package x",
+		"grader/grader.go":                "package grader",
+		"harness/flood.go":                "package harness",
+		"solutions/bucket/bucket.go":      "package bucket",
+		"grader/testdata/wrong/a/b.go":    "package b",
+	})
+	rec, bad, err := CheckIntegrity(root)
+	require.NoError(t, err)
+	assert.Empty(t, bad, "no manifest: nothing enforced")
+	assert.Contains(t, rec.Manifest, "none")
+	assert.Equal(t, 4, rec.Files, "frozen: the exercise test, the suite, the grader, the harness")
+
+	_, err = WriteManifest(root)
+	require.NoError(t, err)
+	_, bad, err = CheckIntegrity(root)
+	require.NoError(t, err)
+	assert.Empty(t, bad, "unchanged tree")
+
+	// The learner edits their own file: fine.
+	require.NoError(t, os.WriteFile(filepath.Join(root, "exercises/bucket/bucket.go"), []byte("package bucket // solved"), 0o644))
+	_, bad, err = CheckIntegrity(root)
+	require.NoError(t, err)
+	assert.Empty(t, bad, "editing the exercise is the point")
+
+	// Editing a frozen test, removing the harness or adding a grader file is not.
+	require.NoError(t, os.WriteFile(filepath.Join(root, "exercises/bucket/bucket_test.go"), []byte("package bucket // weakened"), 0o644))
+	require.NoError(t, os.Remove(filepath.Join(root, "harness/flood.go")))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "grader/extra.go"), []byte("package grader"), 0o644))
+	rec, bad, err = CheckIntegrity(root)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"exercises/bucket/bucket_test.go (changed)", "grader/extra.go (added)", "harness/flood.go (missing)"}, bad)
+	assert.Equal(t, bad, rec.Mismatched)
+}
