@@ -24,6 +24,8 @@ type taskFlags struct {
 	force     bool
 	format    string
 	junit     string
+	summary   string
+	noReport  bool
 }
 
 func (f *taskFlags) declare(fs *flag.FlagSet) {
@@ -33,6 +35,8 @@ func (f *taskFlags) declare(fs *flag.FlagSet) {
 	fs.BoolVar(&f.force, "force", false, "replace an existing results.json in --out")
 	fs.StringVar(&f.format, "format", "text", "what to print on stdout: text, json, github (annotations and a job summary), classroom (GitHub Classroom's base64 result) or gradescope (its results.json)")
 	fs.StringVar(&f.junit, "junit", "", "also write the checks as JUnit XML to this file")
+	fs.StringVar(&f.summary, "summary", "", "also write a Markdown score table to this file (with --format github, $GITHUB_STEP_SUMMARY is used when set)")
+	fs.BoolVar(&f.noReport, "no-report", false, "do not write the HTML report beside results.json")
 }
 
 // formats are the values --format takes.
@@ -42,7 +46,7 @@ func init() {
 	for _, t := range grader.Tasks() {
 		commands = append(commands, &command{
 			Name:      t.ID,
-			UsageLine: t.ID + " [--solutions] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE]",
+			UsageLine: t.ID + " [--solutions] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE] [--summary FILE] [--no-report]",
 			Short:     fmt.Sprintf("grade task %d: %s", t.Number, t.Title),
 			Long: fmt.Sprintf(`%s runs task %d's stages, checks the lesson's invariants and prints a
 score. The handout is %s; 'grade hint %s' prints the hints.
@@ -63,7 +67,7 @@ DIR/results.json; an existing one is kept unless --force is given.`, t.ID, t.Num
 	}
 	commands = append(commands, &command{
 		Name:      "all",
-		UsageLine: "all [--solutions] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE]",
+		UsageLine: "all [--solutions] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE] [--summary FILE] [--no-report]",
 		Short:     "grade every task",
 		Long: `All grades every task in order and writes one results document for the
 lot. Use --solutions to grade the reference (it must score full marks).`,
@@ -129,6 +133,13 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 		return err
 	}
 	fmt.Fprintf(human, "results: %s\n", path)
+	if !f.noReport {
+		index, err := writeReport(dir, doc)
+		if err != nil {
+			return fmt.Errorf("write the report: %w", err)
+		}
+		fmt.Fprintf(human, "report: %s\n", index)
+	}
 	if err := writeFormats(doc, f, root); err != nil {
 		return err
 	}
@@ -148,6 +159,24 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 // writeFormats prints or writes the other forms of doc that f asks for.
 func writeFormats(doc *results.Document, f taskFlags, root string) error {
 	loc := locator(root)
+	summary := f.summary
+	if summary == "" && f.format == "github" {
+		summary = os.Getenv("GITHUB_STEP_SUMMARY")
+	}
+	if summary != "" {
+		// GitHub's step summary is appended to, never replaced.
+		out, err := os.OpenFile(summary, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return fmt.Errorf("write --summary: %w", err)
+		}
+		if err := reports.Markdown(out, doc); err != nil {
+			out.Close()
+			return fmt.Errorf("write --summary: %w", err)
+		}
+		if err := out.Close(); err != nil {
+			return fmt.Errorf("write --summary: %w", err)
+		}
+	}
 	if f.junit != "" {
 		var b strings.Builder
 		if err := results.WriteJUnit(&b, doc, loc); err != nil {

@@ -1,0 +1,86 @@
+package reports
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ratelab/results"
+)
+
+func TestMarkdownGolden(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, Markdown(&b, testDoc(t)))
+	golden(t, "summary.golden.md", b.Bytes())
+}
+
+// A failing task's checks are open, and a failing check's message shows.
+func TestMarkdownFailing(t *testing.T) {
+	doc := testDoc(t)
+	for i := range doc.Checks {
+		if doc.Checks[i].Name == "shed 240/s: no client times out" {
+			doc.Checks[i].Status, doc.Checks[i].Score = results.StatusFail, 0
+			doc.Checks[i].Message = "211 requests timed out | want 0\nsee <the lesson> & *retry*"
+		}
+	}
+	doc.Total()
+	var b bytes.Buffer
+	require.NoError(t, Markdown(&b, doc))
+	out := b.String()
+	assert.Contains(t, out, "❌ FAIL, 66/67")
+	assert.Contains(t, out, "<details open><summary><b>task2: say no early: load shedding and deadlines</b>: ❌ fail, 26/27</summary>")
+	assert.Contains(t, out, `| ❌ | shed 240/s: no client times out | 0/1 | 211 requests timed out \| want 0 see &lt;the lesson&gt; &amp; \*retry\* (run shed 240/s) |`)
+	assert.Contains(t, out, "<details><summary><b>task1")
+}
+
+// However large the document, the summary stays under GitHub's limit,
+// its tables intact, and says what it left out.
+func TestMarkdownHuge(t *testing.T) {
+	doc := &results.Document{Schema: results.Schema, Task: "all", Impl: "exercises", Status: results.StatusFail}
+	long := strings.Repeat("a very long message | with pipes\nand newlines ", 40) // about 2 KB
+	for i := range 30000 {
+		doc.Checks = append(doc.Checks, results.Check{
+			Task: fmt.Sprintf("task%d", 1+i%7), Name: fmt.Sprintf("check %d %s", i, strings.Repeat("x", 300)),
+			Status: results.StatusFail, MaxScore: 1, Message: long,
+		})
+	}
+	for i := range 3000 {
+		doc.Runs = append(doc.Runs, &results.Run{Name: fmt.Sprintf("flood %d", i), Reliable: i%2 == 0})
+	}
+	for range 1000 {
+		doc.Notes = append(doc.Notes, long)
+	}
+	doc.Total()
+	var b bytes.Buffer
+	require.NoError(t, Markdown(&b, doc))
+	assert.Less(t, b.Len(), 1<<20, "GitHub's step summary limit")
+	assert.LessOrEqual(t, b.Len(), MarkdownLimit)
+	out := b.String()
+	assert.Contains(t, out, "checks left out to stay under GitHub's 1 MiB summary limit")
+	assert.Contains(t, out, "Messages left out")
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "| ") {
+			assert.True(t, strings.HasSuffix(line, " |") || strings.HasSuffix(line, "|"), "a table row is whole: %.80q", line)
+		}
+	}
+
+	// A document just over the limit keeps every check and shortens the
+	// messages instead.
+	mid := &results.Document{Schema: results.Schema, Task: "task1", Status: results.StatusPass}
+	for i := range 3000 {
+		mid.Checks = append(mid.Checks, results.Check{Task: "task1", Name: fmt.Sprint("check ", i), Status: results.StatusPass, Score: 1, MaxScore: 1, Message: strings.Repeat("m", 1000)})
+	}
+	b.Reset()
+	require.NoError(t, Markdown(&b, mid))
+	assert.LessOrEqual(t, b.Len(), MarkdownLimit)
+	assert.Contains(t, b.String(), "| ✅ | check 2999 | 1/1 | mmm")
+	assert.NotContains(t, b.String(), "left out")
+}
+
+func TestMarkdownNil(t *testing.T) {
+	assert.Error(t, Markdown(&bytes.Buffer{}, nil))
+}
