@@ -46,6 +46,12 @@ type Options struct {
 	UnitOnly bool
 	// UnitTimeout bounds the unit tests (default DefaultUnitTimeout).
 	UnitTimeout time.Duration
+	// Progress, if set, is told about once a second how a flood is going.
+	Progress func(run string, elapsed, total time.Duration, sent int64)
+	// Calibration, if set and not OK, stops every flood: the machine
+	// cannot honour the lesson's rates, and the grader says so instead of
+	// failing the learner.
+	Calibration *Calibration
 }
 
 // Unit describes a task's frozen unit tests and how they map to checks.
@@ -137,6 +143,7 @@ func (g *grading) flood(ctx context.Context, cfg fakegpu.Config, opts harness.Op
 	defer in.Close()
 	opts.URL = in.URL + "/generate"
 	opts.Stats = harness.ServerStats(srv)
+	opts.Progress = g.progress(opts)
 	g.logf("  flooding %s: %g req/s for %s, client timeout %s ...", opts.Name, opts.Rate, opts.Duration, opts.Timeout)
 	run, err := harness.Flood(ctx, opts)
 	if run != nil {
@@ -149,6 +156,14 @@ func (g *grading) flood(ctx context.Context, cfg fakegpu.Config, opts harness.Op
 		}
 	}
 	return run, err
+}
+
+// progress adapts Options.Progress to one flood's harness callback.
+func (g *grading) progress(o harness.Options) func(time.Duration, int64) {
+	if g.opts.Progress == nil {
+		return nil
+	}
+	return func(elapsed time.Duration, sent int64) { g.opts.Progress(o.Name, elapsed, o.Duration, sent) }
 }
 
 // Grade runs task against opts.Impl and returns its document. A non-nil
@@ -177,6 +192,18 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 			return nil, fmt.Errorf("check the frozen files: %w", err)
 		}
 		doc.Integrity = rec
+		if c := opts.Calibration; c != nil && !c.OK && !opts.UnitOnly {
+			doc.Notes = append(doc.Notes, "calibration failed: "+c.Reason+"; floods were not run")
+			opts.UnitOnly = true
+			g.opts.UnitOnly = true
+			defer func() {
+				doc.Checks = append(doc.Checks, results.Check{
+					Task: task.ID, Name: "calibration", Status: results.StatusError,
+					Message: "floods not run: " + c.Reason + ". Close other programs and grade again; this is the machine, not your code",
+				})
+				doc.Total()
+			}()
+		}
 		if len(bad) > 0 {
 			// No score from a grader or tests that were changed.
 			doc.Checks = append(doc.Checks, results.Check{

@@ -1,6 +1,7 @@
 package grader
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -56,4 +57,15 @@ func TestIntegrity(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"exercises/bucket/bucket_test.go (changed)", "grader/extra.go (added)", "harness/flood.go (missing)"}, bad)
 	assert.Equal(t, bad, rec.Mismatched)
+}
+
+func TestCalibrate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods for a second")
+	}
+	c, err := Calibrate(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, int64(480), c.Expected)
+	assert.Equal(t, c.OK, c.Reason == "", "a failed calibration says why: %+v", c)
+	assert.Positive(t, c.SleepOverMS+1, "sleep overshoot measured")
 }

@@ -134,6 +134,7 @@ func (g *grading) floodChild(ctx context.Context, bin string, args []string, opt
 		o.URL = c.URL + "/generate"
 		if i == 0 {
 			o.Stats = stats // one sampler is enough
+			o.Progress = g.progress(o)
 		}
 		g.logf("  flooding %s: %g req/s for %s, client timeout %s, server %s ...", o.Name, o.Rate, o.Duration, o.Timeout, strings.Join(args, " "))
 		go func() {

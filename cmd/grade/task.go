@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,7 +110,13 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	opts := grader.Options{Impl: impl, Log: human, Root: root}
+	cal, err := grader.Calibrate(ctx)
+	if err != nil {
+		return fmt.Errorf("calibrate the load generator: %w", err)
+	}
+	fmt.Fprintf(human, "calibration: %d of %d requests at %g/s sent, send lag p99 %.1f ms, a 100 ms sleep overshoots by %.2f ms: %s\n",
+		cal.Issued, cal.Expected, cal.CalibrateRate, cal.SendLagP99MS, cal.SleepOverMS, map[bool]string{true: "ok", false: "NOT OK, " + cal.Reason}[cal.OK])
+	opts := grader.Options{Impl: impl, Log: human, Root: root, Calibration: cal, Progress: progressPrinter(human)}
 	var doc *results.Document
 	var gradeErr error
 	for _, t := range tasks {
@@ -284,5 +291,34 @@ func outDir(f taskFlags, id string, impl grader.Impl) (string, error) {
 			return dir, nil
 		}
 		dir = fmt.Sprintf("%s-%d", base, i)
+	}
+}
+
+// progressPrinter shows a flood's progress: a line redrawn in place on a
+// terminal, or a plain line every few seconds in a CI log. NO_COLOR and
+// TERM=dumb get the plain form.
+func progressPrinter(w io.Writer) func(run string, elapsed, total time.Duration, sent int64) {
+	f, ok := w.(*os.File)
+	tty := false
+	if ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			tty = os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
+		}
+	}
+	var lastPlain time.Duration
+	return func(run string, elapsed, total time.Duration, sent int64) {
+		done := min(elapsed.Seconds()/total.Seconds(), 1)
+		if tty {
+			bar := strings.Repeat("█", int(done*20)) + strings.Repeat("░", 20-int(done*20))
+			fmt.Fprintf(w, "\r    %s %s %4.1fs / %.0fs  sent %d", run, bar, elapsed.Seconds(), total.Seconds(), sent)
+			if done >= 1 || elapsed+time.Second > total {
+				fmt.Fprint(w, "\r\033[K")
+			}
+			return
+		}
+		if elapsed-lastPlain >= 3*time.Second {
+			lastPlain = elapsed
+			fmt.Fprintf(w, "    ... %s: %.0fs of %.0fs, %d sent\n", run, elapsed.Seconds(), total.Seconds(), sent)
+		}
 	}
 }
