@@ -4,9 +4,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"ratelab/grader"
+	"ratelab/results"
 )
 
 func init() {
@@ -14,18 +18,24 @@ func init() {
 		Name:      "list",
 		UsageLine: "list",
 		Short:     "list the lab's tasks",
-		Long:      "List shows every task with its title, the files to edit and its handout.",
+		Long: `List shows every task with its title, the files to edit and its handout, and
+how it fared in the newest run under ratelab-runs/ that graded it.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
 			return func(_ context.Context, args []string) error {
 				if len(args) > 0 {
 					return usagef("list takes no arguments")
 				}
+				last := lastRuns("ratelab-runs")
 				for _, t := range grader.Tasks() {
 					files := "nothing to edit: watch and measure"
 					if len(t.Files) > 0 {
 						files = "edit " + strings.Join(t.Files, ", ")
 					}
-					fmt.Fprintf(stdout, "%-7s %s\n        %s; handout %s\n", t.ID, t.Title, files, t.Handout)
+					status := "not graded yet"
+					if r, ok := last[t.ID]; ok {
+						status = r
+					}
+					fmt.Fprintf(stdout, "%-7s %s\n        %s; handout %s\n        last run: %s\n", t.ID, t.Title, files, t.Handout, status)
 				}
 				return nil
 			}
@@ -57,4 +67,59 @@ func init() {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+// lastRuns reads every results.json under dir and returns, per task, a
+// line about the newest run that graded it.
+func lastRuns(dir string) map[string]string {
+	type seen struct {
+		at   time.Time
+		line string
+	}
+	best := map[string]seen{}
+	paths, _ := filepath.Glob(filepath.Join(dir, "*", "results.json"))
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		doc, err := results.Decode(f)
+		f.Close()
+		if err != nil {
+			continue
+		}
+		type tally struct {
+			score, max float64
+			failed     int
+		}
+		per := map[string]*tally{}
+		for _, c := range doc.Checks {
+			t := per[c.Task]
+			if t == nil {
+				t = &tally{}
+				per[c.Task] = t
+			}
+			t.score += c.Score
+			t.max += c.MaxScore
+			if c.Status != results.StatusPass {
+				t.failed++
+			}
+		}
+		for task, t := range per {
+			if prev, ok := best[task]; ok && !doc.Finished.After(prev.at) {
+				continue
+			}
+			verdict := "pass"
+			if t.failed > 0 {
+				verdict = fmt.Sprintf("%d check(s) not passed", t.failed)
+			}
+			best[task] = seen{doc.Finished, fmt.Sprintf("%g/%g, %s (%s, %s, %s)", t.score, t.max, verdict, doc.Impl,
+				doc.Finished.Local().Format("Jan 2 15:04"), filepath.Dir(p))}
+		}
+	}
+	out := map[string]string{}
+	for k, v := range best {
+		out[k] = v.line
+	}
+	return out
 }
