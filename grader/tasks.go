@@ -132,6 +132,51 @@ var tasks = []Task{
 		grade: gradeTask4,
 	},
 	{
+		ID:      "task5",
+		Number:  5,
+		Title:   "a polite LLM API client against a faithful fake provider",
+		Handout: "docs/tasks/task5.md",
+		Files:   []string{"exercises/llmclient/llmclient.go"},
+		Hints: []string{
+			"A waiting bucket can promise tokens ahead of time: let the count go below\n" +
+				"zero, and the depth of that debt tells the newest caller how long to wait.\n" +
+				"Sleep outside the lock. See reserveN in golang.org/x/time/rate.",
+			"A per-minute limit is a rate, and the API's bucket holds only a fraction of a\n" +
+				"second of it. Read the lesson's \"LLM APIs\" section: any burst you allow\n" +
+				"yourself must be smaller than the API's, or your first second is refused.",
+			"With long prompts, input tokens are usually the binding limit. Take each\n" +
+				"request's uncached tokens from a second bucket. Cache reads do not count;\n" +
+				"Anthropic's \"Rate limits\" page says which tokens do.",
+			"Sort failures into \"later\" and \"never\". Later: 429, 529, 5xx, timeouts.\n" +
+				"Never: a 400, and the spend-limit 429, which has no retry-after. Back off\n" +
+				"with full jitter, never sooner than retry-after (task 4).",
+			"How many in flight? Little's Law: rate × latency; more slots only queue.\n" +
+				"Hold a slot from just before sending until the answer has been read.",
+		},
+		Unit: &Unit{
+			Package: "llmclient", File: "llmclient.go", Test: "TestLLMClient",
+			Checks: []UnitCheck{
+				{"the waiting bucket waits exactly and in turn", []string{"WaitingBucket/ExactWaits", "WaitingBucket/FirstComeFirstServed", "WaitingBucket/MoreThanBurstIsBurst"}, 2},
+				{"no waiter starves", []string{"WaitingBucket/NoStarvation"}, 1},
+				{"a context ends the wait and takes nothing", []string{"WaitingBucket/ContextEndsTheWait"}, 1},
+				{"the bucket is safe for concurrent use", []string{"WaitingBucket/ConcurrentNeverFasterThanRate"}, 1},
+				{"sends the request the API expects", []string{"PoliteClient/SendsTheRequest"}, 1},
+				{"retries what is worth retrying", []string{"PoliteClient/Retries529WithBackoff", "PoliteClient/RetriesTimeouts", "PoliteClient/RetriesConnectionErrors", "PoliteClient/GivesUpAfterMaxAttempts"}, 2},
+				{"retry-after is a floor", []string{"PoliteClient/RetryAfterIsAFloor"}, 2},
+				{"retries spread with full jitter", []string{"PoliteClient/JitterSpreadsRetries"}, 1},
+				{"never retries what cannot succeed", []string{"PoliteClient/NoRetryOn400", "PoliteClient/NoRetryOnSpendLimit"}, 2},
+				{"stops when its context ends", []string{"PoliteClient/ContextEndsRetries"}, 1},
+				{"at most MaxInFlight at once", []string{"PoliteClient/RespectsMaxInFlight"}, 2},
+				{"small bursts, paced requests", []string{"PoliteClient/SmallBurst", "PoliteClient/PacesRequestsPerMinute"}, 2},
+				{"paces input tokens too", []string{"PoliteClient/WaitsForInputTokens"}, 2},
+				{"cached prefixes are free", []string{"PoliteClient/CachedPrefixIsFree"}, 1},
+				{"slows down when the headers say little is left", []string{"PoliteClient/SlowsDownOnLowRemaining"}, 1},
+				{"a whole job near its minimum", []string{"PoliteClient/FinishesNearTheMinimum"}, 2},
+			},
+		},
+		grade: gradeTask5,
+	},
+	{
 		ID:      "task7",
 		Number:  7,
 		Title:   "a circuit breaker: failing fast protects the caller",

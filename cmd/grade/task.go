@@ -268,6 +268,9 @@ func merge(into, d *results.Document, id string) *results.Document {
 	into.Interrupted = into.Interrupted || d.Interrupted
 	into.Storms = append(into.Storms, d.Storms...)
 	into.Scenarios = append(into.Scenarios, d.Scenarios...)
+	if d.Judge != nil {
+		into.Judge = d.Judge
+	}
 	into.Finished = d.Finished
 	into.Total()
 	return into

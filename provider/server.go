@@ -1,0 +1,614 @@
+package provider
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// KeyStats is what one API key did, as the server saw it. Counts start at
+// zero when the key is first used.
+type KeyStats struct {
+	// Requests counts POST /v1/messages with this key, whatever the answer.
+	Requests int64 `json:"requests"`
+	// Completed counts 200 answers: replies delivered.
+	Completed int64 `json:"completed"`
+	// RateLimited counts 429 rate_limit_error answers from a bucket (not
+	// the spend limit), each with a retry-after.
+	RateLimited int64 `json:"rate_limited"`
+	// LimitedByRequests, LimitedByInputTokens and LimitedByOutputTokens
+	// count the 429s that bucket refused; one 429 may count under several.
+	LimitedByRequests     int64 `json:"limited_by_requests"`
+	LimitedByInputTokens  int64 `json:"limited_by_input_tokens"`
+	LimitedByOutputTokens int64 `json:"limited_by_output_tokens"`
+	// SpendLimited counts spend-limit 429s.
+	SpendLimited int64 `json:"spend_limited"`
+	// Overloaded counts 529 overloaded_error answers.
+	Overloaded int64 `json:"overloaded"`
+	// Invalid counts 400 (and 413) answers.
+	Invalid int64 `json:"invalid"`
+	// Cancelled counts admitted requests whose client left before the reply.
+	Cancelled int64 `json:"cancelled"`
+	// InFlight is how many admitted requests are being answered now, and
+	// MaxInFlight the most there ever were at once.
+	InFlight    int64 `json:"in_flight"`
+	MaxInFlight int64 `json:"max_in_flight"`
+	// InputTokens, CacheCreationInputTokens and CacheReadInputTokens sum the
+	// usage of every admitted request. The input-token limit was charged
+	// InputTokens + CacheCreationInputTokens.
+	InputTokens              int64 `json:"input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	// OutputTokens sums the output tokens generated, cancelled replies
+	// included.
+	OutputTokens int64 `json:"output_tokens"`
+	// CountTokensCalls counts POST /v1/messages/count_tokens, which no limit
+	// applies to.
+	CountTokensCalls int64 `json:"count_tokens_calls"`
+}
+
+// TooManyRequests returns every 429 the key got: rate limits and the spend
+// limit.
+func (k KeyStats) TooManyRequests() int64 { return k.RateLimited + k.SpendLimited }
+
+// UncachedInputTokens returns what the input-token limit was charged.
+func (k KeyStats) UncachedInputTokens() int64 { return k.InputTokens + k.CacheCreationInputTokens }
+
+// Stats is the body of GET /stats: the limits, and what each key did.
+// GET /stats?key=K reports only key K.
+type Stats struct {
+	Limits Limits              `json:"limits"`
+	Keys   map[string]KeyStats `json:"keys"`
+}
+
+// Server is the fake API. Create it with New; it is an http.Handler and is
+// safe for concurrent use. It runs no goroutine of its own: buckets refill
+// lazily and each request waits out its own latency, so it works inside a
+// testing/synctest bubble.
+type Server struct {
+	cfg       Config
+	start     time.Time
+	mux       *http.ServeMux
+	closing   chan struct{} // closed by Close: replies being generated give up
+	closeOnce sync.Once
+	ids       atomic.Uint64
+
+	mu   sync.Mutex
+	keys map[string]*account // guarded by mu
+}
+
+// New returns a Server for cfg, or the error of cfg.Validate.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("provider: %w", err)
+	}
+	cfg.Overloaded = append([]Episode(nil), cfg.Overloaded...)
+	s := &Server{
+		cfg:     cfg,
+		start:   time.Now(),
+		mux:     http.NewServeMux(),
+		closing: make(chan struct{}),
+		keys:    make(map[string]*account),
+	}
+	s.mux.HandleFunc("POST /v1/messages", s.handleMessages)
+	s.mux.HandleFunc("POST /v1/messages/count_tokens", s.handleCountTokens)
+	s.mux.HandleFunc("GET /stats", s.handleStats)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, s.newID("req"), http.StatusNotFound, ErrorNotFound, fmt.Sprintf("%s %s: no such endpoint", r.Method, r.URL.Path), "")
+	})
+	return s, nil
+}
+
+// Config returns the server's settings.
+func (s *Server) Config() Config { return s.cfg }
+
+// ServeHTTP answers one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Close makes the replies being generated give up at once (their clients get
+// 500 api_error). It is idempotent. It does not stop a listener; see
+// Instance.Close.
+func (s *Server) Close() { s.closeOnce.Do(func() { close(s.closing) }) }
+
+// Stats returns the limits and a copy of every key's counts.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	accounts := make(map[string]*account, len(s.keys))
+	for k, a := range s.keys {
+		accounts[k] = a
+	}
+	s.mu.Unlock()
+	st := Stats{Limits: s.cfg.Limits(), Keys: make(map[string]KeyStats, len(accounts))}
+	for k, a := range accounts {
+		a.mu.Lock()
+		st.Keys[k] = a.stats
+		a.mu.Unlock()
+	}
+	return st
+}
+
+// KeyStats returns what key did; a key never used has all zeros.
+func (s *Server) KeyStats(key string) KeyStats {
+	s.mu.Lock()
+	a := s.keys[key]
+	s.mu.Unlock()
+	if a == nil {
+		return KeyStats{}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stats
+}
+
+// account is the state of one API key.
+type account struct {
+	mu                        sync.Mutex
+	requests, input, output   bucket
+	cache                     map[string]time.Time // prefix key → when it expires
+	admitted                  int                  // requests admitted, for the spend limit
+	stats                     KeyStats
+	requestsPM, inPM, outPM   float64 // the limits per minute, for the headers
+	cacheMin                  int
+	cacheTTL                  time.Duration
+	spendLimit                int
+	baseLatency, tokenLatency time.Duration
+}
+
+func (s *Server) account(key string) *account {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a := s.keys[key]; a != nil {
+		return a
+	}
+	now := time.Now()
+	c := s.cfg
+	a := &account{
+		requests:     newBucket(c.RequestsPerMinute, c.capacity(c.RequestsPerMinute), now),
+		input:        newBucket(c.InputTokensPerMinute, c.capacity(c.InputTokensPerMinute), now),
+		output:       newBucket(c.OutputTokensPerMinute, c.capacity(c.OutputTokensPerMinute), now),
+		cache:        make(map[string]time.Time),
+		requestsPM:   c.RequestsPerMinute,
+		inPM:         c.InputTokensPerMinute,
+		outPM:        c.OutputTokensPerMinute,
+		cacheMin:     c.CacheMinTokens,
+		cacheTTL:     c.CacheTTL,
+		spendLimit:   c.SpendLimit,
+		baseLatency:  c.BaseLatency,
+		tokenLatency: c.PerTokenLatency,
+	}
+	s.keys[key] = a
+	return a
+}
+
+// bucket is a token bucket that may go into debt: a request is admitted
+// when the bucket holds min(cost, capacity), and then the whole cost is
+// taken. A request bigger than the bucket can therefore pass when the bucket
+// is full, and the debt delays whoever comes next, so the long-run rate
+// holds whatever the sizes.
+type bucket struct {
+	rate     float64   // per second
+	capacity float64   // the most it holds
+	tokens   float64   // held at last; negative while in debt
+	last     time.Time // when tokens was brought up to date
+}
+
+func newBucket(perMinute, capacity float64, now time.Time) bucket {
+	return bucket{rate: perMinute / 60, capacity: capacity, tokens: capacity, last: now}
+}
+
+// advance adds what dripped in since last, capped at the capacity. A now
+// before last changes nothing.
+func (b *bucket) advance(now time.Time) {
+	if d := now.Sub(b.last); d > 0 {
+		b.tokens = min(b.capacity, b.tokens+d.Seconds()*b.rate)
+		b.last = now
+	}
+}
+
+// wait returns how long until the bucket holds min(n, capacity), 0 if it
+// does now. Call advance first.
+func (b *bucket) wait(n float64) time.Duration {
+	need := min(n, b.capacity)
+	if b.tokens >= need {
+		return 0
+	}
+	return time.Duration(math.Ceil((need - b.tokens) / b.rate * 1e9))
+}
+
+// give returns n to the bucket (n < 0 takes), capped at the capacity.
+func (b *bucket) give(n float64) { b.tokens = min(b.capacity, b.tokens+n) }
+
+// remaining is what the headers report: the whole tokens held, never below 0.
+func (b *bucket) remaining() int64 { return int64(math.Floor(max(0, b.tokens))) }
+
+// reset returns when the bucket will be full if nothing is taken.
+func (b *bucket) reset(now time.Time) time.Time {
+	if b.tokens >= b.capacity {
+		return now
+	}
+	return now.Add(time.Duration(math.Ceil((b.capacity - b.tokens) / b.rate * 1e9)))
+}
+
+// resetFormat is RFC 3339 with milliseconds, which time.RFC3339 parses.
+const resetFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// setHeaders brings the buckets up to now and writes the nine rate-limit
+// headers. Call with a.mu held.
+func (a *account) setHeaders(h http.Header, now time.Time) {
+	for _, x := range []struct {
+		b                       *bucket
+		perMinute               float64
+		limit, remaining, reset string
+	}{
+		{&a.requests, a.requestsPM, HeaderRequestsLimit, HeaderRequestsRemaining, HeaderRequestsReset},
+		{&a.input, a.inPM, HeaderInputTokensLimit, HeaderInputTokensRemaining, HeaderInputTokensReset},
+		{&a.output, a.outPM, HeaderOutputTokensLimit, HeaderOutputTokensRemaining, HeaderOutputTokensReset},
+	} {
+		x.b.advance(now)
+		h.Set(x.limit, strconv.FormatInt(int64(x.perMinute), 10))
+		h.Set(x.remaining, strconv.FormatInt(x.b.remaining(), 10))
+		h.Set(x.reset, x.b.reset(now).UTC().Format(resetFormat))
+	}
+}
+
+// admission is the fate of one request at the door.
+type admission struct {
+	spend     bool          // refused: spend limit
+	wait      time.Duration // refused by a bucket: the longest of their waits
+	limitedBy string        // the bucket with that wait, for the message
+	usage     Usage         // admitted: the input side of the usage
+	writes    []breakpoint  // admitted: prefixes to cache once the reply is done
+}
+
+// admit decides whether p may go now and, if so, charges it. Call with
+// a.mu held.
+func (a *account) admit(now time.Time, p MessageParams) admission {
+	a.requests.advance(now)
+	a.input.advance(now)
+	a.output.advance(now)
+	if a.spendLimit > 0 && a.admitted >= a.spendLimit {
+		a.stats.SpendLimited++
+		return admission{spend: true}
+	}
+
+	// Caching: the longest marked prefix still cached is read for free; the
+	// last marked prefix, if longer and big enough, is written (and charged)
+	// and becomes readable once this reply is done.
+	bps := breakpoints(p)
+	read := 0
+	var readKey string
+	for i := len(bps) - 1; i >= 0; i-- {
+		if exp, ok := a.cache[bps[i].key]; ok && now.Before(exp) {
+			read, readKey = bps[i].tokens, bps[i].key
+			break
+		}
+	}
+	creation := 0
+	var writes []breakpoint
+	if n := len(bps); n > 0 && bps[n-1].tokens > read && bps[n-1].tokens >= a.cacheMin {
+		creation = bps[n-1].tokens - read
+		for _, bp := range bps {
+			if bp.tokens > read && bp.tokens >= a.cacheMin {
+				writes = append(writes, bp)
+			}
+		}
+	}
+	total := CountTokens(p)
+	uncached := total - read
+
+	var adm admission
+	for _, x := range []struct {
+		b       *bucket
+		n       float64
+		name    string
+		counter *int64
+	}{
+		{&a.requests, 1, "requests", &a.stats.LimitedByRequests},
+		{&a.input, float64(uncached), "input tokens", &a.stats.LimitedByInputTokens},
+		{&a.output, float64(p.MaxTokens), "output tokens", &a.stats.LimitedByOutputTokens},
+	} {
+		if w := x.b.wait(x.n); w > 0 {
+			*x.counter++
+			if w > adm.wait {
+				adm.wait, adm.limitedBy = w, x.name
+			}
+		}
+	}
+	if adm.wait > 0 {
+		a.stats.RateLimited++
+		return adm
+	}
+
+	a.requests.give(-1)
+	a.input.give(-float64(uncached))
+	a.output.give(-float64(p.MaxTokens))
+	a.admitted++
+	if readKey != "" {
+		a.cache[readKey] = now.Add(a.cacheTTL)
+	}
+	adm.usage = Usage{InputTokens: total - read - creation, CacheCreationInputTokens: creation, CacheReadInputTokens: read}
+	adm.writes = writes
+	a.stats.InputTokens += int64(adm.usage.InputTokens)
+	a.stats.CacheCreationInputTokens += int64(creation)
+	a.stats.CacheReadInputTokens += int64(read)
+	a.stats.InFlight++
+	a.stats.MaxInFlight = max(a.stats.MaxInFlight, a.stats.InFlight)
+	return adm
+}
+
+// finish settles an admitted request that generated out of its maxTokens:
+// the output bucket gets back what was not used, and the prefixes it wrote
+// become readable if it completed. Call with a.mu held.
+func (a *account) finish(now time.Time, maxTokens, out int, completed bool, writes []breakpoint) {
+	a.output.advance(now)
+	a.output.give(float64(maxTokens - out))
+	a.stats.InFlight--
+	a.stats.OutputTokens += int64(out)
+	if !completed {
+		a.stats.Cancelled++
+		return
+	}
+	a.stats.Completed++
+	if len(a.cache) > 256 {
+		for k, exp := range a.cache {
+			if !now.Before(exp) {
+				delete(a.cache, k)
+			}
+		}
+	}
+	for _, bp := range writes {
+		a.cache[bp.key] = now.Add(a.cacheTTL)
+	}
+}
+
+func (s *Server) overloaded(now time.Time) bool {
+	since := now.Sub(s.start)
+	for _, e := range s.cfg.Overloaded {
+		if since >= e.Start && since < e.Start+e.Length {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) newID(prefix string) string {
+	return fmt.Sprintf("%s_fake%016x", prefix, s.ids.Add(1))
+}
+
+// maxBody is the largest request body accepted.
+const maxBody = 8 << 20
+
+func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
+	id := s.newID("req")
+	w.Header().Set(HeaderRequestID, id)
+	key := r.Header.Get(HeaderAPIKey)
+	if key == "" {
+		writeError(w, id, http.StatusUnauthorized, ErrorAuthentication, "x-api-key header is required", "")
+		return
+	}
+	a := s.account(key)
+	a.mu.Lock()
+	a.stats.Requests++
+	a.mu.Unlock()
+
+	p, status, msg := readParams(w, r, true)
+	if status != 0 {
+		a.mu.Lock()
+		a.stats.Invalid++
+		a.setHeaders(w.Header(), time.Now())
+		a.mu.Unlock()
+		typ := ErrorInvalidRequest
+		if status == http.StatusRequestEntityTooLarge {
+			typ = ErrorRequestTooLarge
+		}
+		writeError(w, id, status, typ, msg, "")
+		return
+	}
+
+	now := time.Now()
+	if s.overloaded(now) {
+		a.mu.Lock()
+		a.stats.Overloaded++
+		a.setHeaders(w.Header(), now)
+		a.mu.Unlock()
+		writeError(w, id, StatusOverloaded, ErrorOverloaded, "Overloaded", "")
+		return
+	}
+
+	a.mu.Lock()
+	adm := a.admit(now, p)
+	if adm.spend || adm.wait > 0 {
+		a.setHeaders(w.Header(), now)
+		a.mu.Unlock()
+		if adm.spend {
+			writeError(w, id, http.StatusTooManyRequests, ErrorRateLimit,
+				"This request would exceed your API key's spend limit. Raise the limit or wait for it to reset; retrying will not help.", ErrorCodeSpendLimit)
+			return
+		}
+		w.Header().Set(HeaderRetryAfter, strconv.FormatInt(int64(math.Ceil(adm.wait.Seconds())), 10))
+		writeError(w, id, http.StatusTooManyRequests, ErrorRateLimit, fmt.Sprintf(
+			"This request would exceed your rate limit for %s per minute. The limit is a token bucket that refills continuously; slow down, or retry after %s.",
+			adm.limitedBy, adm.wait.Round(time.Millisecond)), "")
+		return
+	}
+	a.mu.Unlock()
+
+	// Generate the reply: BaseLatency, then PerTokenLatency per token.
+	out := ReplyTokens(p)
+	took := a.baseLatency + time.Duration(out)*a.tokenLatency
+	timer := time.NewTimer(took)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-r.Context().Done():
+		s.abandon(a, now, p.MaxTokens, out)
+		return
+	case <-s.closing:
+		s.abandon(a, now, p.MaxTokens, out)
+		writeError(w, id, http.StatusInternalServerError, ErrorAPI, "the server is shutting down", "")
+		return
+	}
+
+	done := time.Now()
+	a.mu.Lock()
+	a.finish(done, p.MaxTokens, out, true, adm.writes)
+	a.setHeaders(w.Header(), done)
+	a.mu.Unlock()
+	stop := "end_turn"
+	if out == p.MaxTokens {
+		stop = "max_tokens"
+	}
+	usage := adm.usage
+	usage.OutputTokens = out
+	writeJSON(w, http.StatusOK, Message{
+		ID: s.newID("msg"), Type: "message", Role: "assistant", Model: p.Model,
+		Content: []TextBlock{Text(replyText(out))}, StopReason: stop, Usage: usage,
+	})
+}
+
+// abandon settles a request whose reply was cut short at time.Now(): it is
+// charged the tokens generated so far.
+func (s *Server) abandon(a *account, started time.Time, maxTokens, out int) {
+	now := time.Now()
+	generated := 0
+	if a.tokenLatency > 0 {
+		generated = int((now.Sub(started) - a.baseLatency) / a.tokenLatency)
+	}
+	generated = min(max(generated, 0), out)
+	a.mu.Lock()
+	a.finish(now, maxTokens, generated, false, nil)
+	a.mu.Unlock()
+}
+
+func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
+	id := s.newID("req")
+	w.Header().Set(HeaderRequestID, id)
+	key := r.Header.Get(HeaderAPIKey)
+	if key == "" {
+		writeError(w, id, http.StatusUnauthorized, ErrorAuthentication, "x-api-key header is required", "")
+		return
+	}
+	a := s.account(key)
+	a.mu.Lock()
+	a.stats.CountTokensCalls++
+	a.mu.Unlock()
+	p, status, msg := readParams(w, r, false)
+	if status != 0 {
+		typ := ErrorInvalidRequest
+		if status == http.StatusRequestEntityTooLarge {
+			typ = ErrorRequestTooLarge
+		}
+		writeError(w, id, status, typ, msg, "")
+		return
+	}
+	writeJSON(w, http.StatusOK, TokenCount{InputTokens: CountTokens(p)})
+}
+
+func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
+	st := s.Stats()
+	if key := r.URL.Query().Get("key"); key != "" {
+		st.Keys = map[string]KeyStats{key: st.Keys[key]}
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// maxBreakpoints is the most blocks with cache_control a request may have.
+const maxBreakpoints = 4
+
+// readParams reads and checks the body of r. On a bad request it returns a
+// status (400 or 413) and the message to send.
+func readParams(w http.ResponseWriter, r *http.Request, needMaxTokens bool) (MessageParams, int, string) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return MessageParams{}, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", maxBody)
+		}
+		return MessageParams{}, http.StatusBadRequest, "could not read the request body: " + err.Error()
+	}
+	var in struct {
+		MessageParams
+		Stream bool `json:"stream"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return MessageParams{}, http.StatusBadRequest, "invalid JSON body: " + err.Error()
+	}
+	p := in.MessageParams
+	if msg := check(p, in.Stream, needMaxTokens); msg != "" {
+		return MessageParams{}, http.StatusBadRequest, msg
+	}
+	return p, 0, ""
+}
+
+// check returns what is wrong with p, or "".
+func check(p MessageParams, stream, needMaxTokens bool) string {
+	switch {
+	case p.Model == "":
+		return "model: field required"
+	case needMaxTokens && p.MaxTokens < 1:
+		return fmt.Sprintf("max_tokens: must be at least 1 (got %d; the field is required)", p.MaxTokens)
+	case stream:
+		return "stream: this fake answers only non-streaming requests"
+	case len(p.Messages) == 0:
+		return "messages: at least one message is required"
+	}
+	marks := 0
+	checkBlock := func(where string, b TextBlock) string {
+		if b.Type != "text" {
+			return fmt.Sprintf("%s.type: want \"text\", got %q (this fake takes text only)", where, b.Type)
+		}
+		if b.Text == "" {
+			return where + ".text: text content blocks must be non-empty"
+		}
+		if b.CacheControl != nil {
+			marks++
+			if b.CacheControl.Type != "ephemeral" {
+				return fmt.Sprintf("%s.cache_control.type: want \"ephemeral\", got %q", where, b.CacheControl.Type)
+			}
+		}
+		return ""
+	}
+	for i, b := range p.System {
+		if msg := checkBlock(fmt.Sprintf("system.%d", i), b); msg != "" {
+			return msg
+		}
+	}
+	for i, m := range p.Messages {
+		if m.Role != "user" && m.Role != "assistant" {
+			return fmt.Sprintf("messages.%d.role: want \"user\" or \"assistant\", got %q", i, m.Role)
+		}
+		if len(m.Content) == 0 {
+			return fmt.Sprintf("messages.%d.content: must not be empty", i)
+		}
+		for j, b := range m.Content {
+			if msg := checkBlock(fmt.Sprintf("messages.%d.content.%d", i, j), b); msg != "" {
+				return msg
+			}
+		}
+	}
+	if marks > maxBreakpoints {
+		return fmt.Sprintf("a maximum of %d blocks with cache_control may be provided; found %d", maxBreakpoints, marks)
+	}
+	return ""
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // the client may have gone; nothing to do then
+}
+
+func writeError(w http.ResponseWriter, requestID string, status int, typ, msg, code string) {
+	body := ErrorBody{Type: "error", Error: ErrorDetail{Type: typ, Message: msg}, RequestID: requestID}
+	if code != "" {
+		body.Error.Details = &ErrorDetails{ErrorCode: code}
+	}
+	writeJSON(w, status, body)
+}
