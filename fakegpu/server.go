@@ -60,6 +60,9 @@ type Stats struct {
 	// Leaked counts requests whose handler returned still holding a slot.
 	// A leaked slot is lost for good; a correct server keeps this at 0.
 	Leaked int64 `json:"leaked"`
+	// FailOpen counts limiter decisions made locally because the shared
+	// store (Redis) did not answer: the limiter failed open (task 6).
+	FailOpen int64 `json:"fail_open,omitempty"`
 }
 
 // Server is the fake GPU. Create it with New; it is an http.Handler.
@@ -143,7 +146,16 @@ func (s *Server) Stats() Stats {
 		Expired:    s.expired.Load(),
 		Dead:       s.dead.Load(),
 		Leaked:     s.leaked.Load(),
+		FailOpen:   s.failOpen(),
 	}
+}
+
+// failOpen asks the limiter, if it can fail open, how often it did.
+func (s *Server) failOpen() int64 {
+	if f, ok := s.limiter.(interface{ FailOpen() int64 }); ok {
+		return f.FailOpen()
+	}
+	return 0
 }
 
 func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"ratelab/fakegpu"
 )
 
 // buildServer compiles cmd/fakegpu with the given build tags (and overlay)
@@ -292,6 +294,9 @@ func StartWorkers(ctx context.Context, bin string, n, port int, args ...string) 
 	if n < 1 || n > 64 {
 		return nil, fmt.Errorf("workers %d: want 1 to 64", n)
 	}
+	if fakegpu.ReusePortBalances {
+		return startReusePort(ctx, bin, n, port, args)
+	}
 	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
 	if err != nil {
 		return nil, fmt.Errorf("listen on port %d: %w", port, err)
@@ -315,12 +320,38 @@ func StartWorkers(ctx context.Context, bin string, n, port int, args ...string) 
 	return w, nil
 }
 
+// startReusePort starts the workers on Linux: each listens on the same
+// port with SO_REUSEPORT, and the kernel hashes every new connection to one
+// of them, evenly. The grader holds the port with a socket of its own until
+// every worker listens, then closes it.
+func startReusePort(ctx context.Context, bin string, n, port int, args []string) (*Workers, error) {
+	hold, err := fakegpu.ListenReusePort(fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return nil, fmt.Errorf("listen on port %d: %w", port, err)
+	}
+	defer hold.Close()
+	p := hold.Addr().(*net.TCPAddr).Port
+	w := &Workers{URL: fmt.Sprintf("http://127.0.0.1:%d", p)}
+	for i := 0; i < n; i++ {
+		c, err := startServer(ctx, bin, append([]string{"--port", fmt.Sprint(p), "--reuse-port", "--stats-port", "0"}, args...)...)
+		if err != nil {
+			w.Stop()
+			return nil, fmt.Errorf("worker %d: %w", i+1, err)
+		}
+		w.children = append(w.children, c)
+		w.StatsURLs = append(w.StatsURLs, c.StatsURL)
+	}
+	return w, nil
+}
+
 // Stop ends every worker and closes the shared socket.
 func (w *Workers) Stop() {
 	for _, c := range w.children {
 		c.stop()
 	}
-	w.ln.Close()
+	if w.ln != nil {
+		w.ln.Close()
+	}
 }
 
 // Panics returns the first handler panic any worker logged, or "".

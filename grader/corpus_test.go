@@ -29,13 +29,16 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// gradeUnit grades task's unit stage with file replaced by src ("" for none).
-func gradeUnit(t *testing.T, task Task, impl Impl, src string) *results.Document {
+// gradeUnit grades task's unit stage with the files srcs swapped in for the
+// exercise's files of the same names.
+func gradeUnit(t *testing.T, task Task, impl Impl, srcs ...string) *results.Document {
 	t.Helper()
 	opts := Options{Impl: impl, Root: repoRoot(t), UnitOnly: true, UnitTimeout: 20 * time.Second}
-	if src != "" {
-		target := path.Join(string(Exercises), task.Unit.Package, task.Unit.File)
-		opts.Replace = map[string]string{target: src}
+	for _, src := range srcs {
+		if opts.Replace == nil {
+			opts.Replace = map[string]string{}
+		}
+		opts.Replace[path.Join(string(Exercises), task.Unit.Package, filepath.Base(src))] = src
 	}
 	doc, err := Grade(context.Background(), task, opts)
 	require.NoError(t, err)
@@ -62,21 +65,29 @@ func TestWrongImplementationsFail(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles and tests every known-wrong variant")
 	}
-	variants, err := filepath.Glob("testdata/wrong/*/*/*.go")
+	variants, err := filepath.Glob("testdata/wrong/*/*")
 	require.NoError(t, err)
 	require.NotEmpty(t, variants)
 	for _, v := range variants {
-		taskID := filepath.Base(filepath.Dir(filepath.Dir(v)))
-		name := filepath.Base(filepath.Dir(v))
+		taskID := filepath.Base(filepath.Dir(v))
+		name := filepath.Base(v)
 		t.Run(taskID+"/"+name, func(t *testing.T) {
 			task, ok := Lookup(taskID)
 			require.True(t, ok, "unknown task %s", taskID)
-			src, err := os.ReadFile(v)
+			files, err := filepath.Glob(filepath.Join(v, "*"))
 			require.NoError(t, err)
-			first, _, _ := strings.Cut(string(src), "\n")
-			m := caughtByRE.FindStringSubmatch(first)
-			require.NotNil(t, m, "%s: its first line must say which subtest catches it: %q", v, first)
-			doc := gradeUnit(t, task, Exercises, v)
+			require.NotEmpty(t, files)
+			var m []string
+			for _, f := range files {
+				src, err := os.ReadFile(f)
+				require.NoError(t, err)
+				first, _, _ := strings.Cut(string(src), "\n")
+				if m = caughtByRE.FindStringSubmatch(first); m != nil {
+					break
+				}
+			}
+			require.NotNil(t, m, "%s: the first line of one of its files must say which subtest catches it", v)
+			doc := gradeUnit(t, task, Exercises, files...)
 			assert.Equal(t, results.StatusFail, doc.Status, "status")
 			assert.Less(t, doc.Score, doc.MaxScore, "a wrong implementation must lose points")
 			msgs := failedMessages(doc)

@@ -54,7 +54,11 @@ func (g *grading) unit(ctx context.Context) (notReady string, err error) {
 	if g.opts.Impl == Exercises {
 		tags = []string{"exercises"}
 	}
-	res := runUnit(ctx, g.opts.Root, path.Join(string(g.opts.Impl), u.Package), tags, overlay, g.opts.UnitTimeout)
+	env := []string{"REDIS_URL=off"} // task 6: miniredis only, unless a real Redis was asked for
+	if g.opts.RedisURL != "" {
+		env = []string{"REDIS_URL=" + g.opts.RedisURL}
+	}
+	res := runUnit(ctx, g.opts.Root, path.Join(string(g.opts.Impl), u.Package), tags, overlay, g.opts.UnitTimeout, env)
 	if res.err != nil {
 		return "", res.err
 	}
@@ -76,6 +80,11 @@ func (g *grading) unit(ctx context.Context) (notReady string, err error) {
 			name := u.Test + "/" + st
 			switch res.status[name] {
 			case "pass":
+			case "skip":
+				if !g.maySkip(st) {
+					pass = false
+					why = append(why, st+" was skipped")
+				}
 			case "fail":
 				pass = false
 				why = append(why, fmt.Sprintf("%s: %s", st, res.failure(name, 3)))
@@ -101,6 +110,16 @@ func (g *grading) unit(ctx context.Context) (notReady string, err error) {
 		g.doc.Notes = append(g.doc.Notes, fmt.Sprintf("%s: %s", prefix, crash))
 	}
 	return "", nil
+}
+
+// maySkip reports whether subtest st may be skipped without failing.
+func (g *grading) maySkip(st string) bool {
+	for _, p := range g.task.Unit.MaySkip {
+		if strings.HasPrefix(st, p) && g.opts.RedisURL == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // server builds cmd/fakegpu with the graded tree's code for this task's

@@ -177,6 +177,41 @@ var tasks = []Task{
 		grade: gradeTask5,
 	},
 	{
+		ID:      "task6",
+		Number:  6,
+		Title:   "a token bucket in Redis shared by every worker",
+		Handout: "docs/tasks/task6.md",
+		Files:   []string{"exercises/redisbucket/tokenbucket.lua"},
+		Hints: []string{
+			"Everything between reading the bucket and writing it back belongs inside the\n" +
+				"script: Redis runs one script at a time, so the race from the threads lesson\n" +
+				"cannot happen there. See the lesson's \"Distributed rate limiting\".",
+			"Take \"now\" from redis.call('TIME'), never from an argument: the workers'\n" +
+				"clocks disagree. Whole microseconds fit exactly in a Lua number.",
+			"Redis truncates a Lua number it returns to an integer and turns false into\n" +
+				"nil. Send a fractional wait as a string, or round it up to whole\n" +
+				"milliseconds. See \"Conversion between Lua and RESP types\" in Redis's docs.",
+			"A bucket that has refilled to full is the same as no key (task 3's memory\n" +
+				"idea). Set an expiry on every take: the refill time plus a little. See PEXPIRE.",
+			"Same rules as task 3: refill lazily from ts, cap at burst, a refusal writes\n" +
+				"nothing, and a missing key means a full bucket. Compare redis_rate's GCRA.",
+		},
+		Unit: &Unit{
+			Package: "redisbucket", File: "tokenbucket.lua", Test: "TestRedisBucket",
+			MaySkip: []string{"Redis/"},
+			Checks: []UnitCheck{
+				{"starts full, refills at its rate, capped at burst", []string{"Miniredis/StartsFull", "Miniredis/RefillsAtRate", "Miniredis/CapsAtBurst", "Redis/StartsFull", "Redis/RefillsAtRate", "Redis/CapsAtBurst"}, 2},
+				{"the exact wait, never rounded down", []string{"Miniredis/ExactWait", "Redis/ExactWait"}, 2},
+				{"fractions; more than burst is never", []string{"Miniredis/FractionalTokens", "Miniredis/MoreThanBurst", "Redis/FractionalTokens", "Redis/MoreThanBurst"}, 1},
+				{"idle keys expire, keys in use don't", []string{"Miniredis/Expiry", "Redis/Expiry"}, 1},
+				{"Redis's clock, not the client's", []string{"Miniredis/RedisClock", "Redis/RedisClock"}, 2},
+				{"no token spent twice under concurrency", []string{"Miniredis/Atomicity", "Redis/Atomicity"}, 3},
+				{"fails open to a local bucket and comes back", []string{"Miniredis/FailOpen", "Redis/FailOpen"}, 1},
+			},
+		},
+		grade: gradeTask6,
+	},
+	{
 		ID:      "task7",
 		Number:  7,
 		Title:   "a circuit breaker: failing fast protects the caller",

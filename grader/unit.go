@@ -46,16 +46,16 @@ type unitResult struct {
 // as `go test -json -race` with a timeout, and parses what it reports.
 // overlay, if set, is a `go build -overlay` file that swaps learner files for
 // others (the grader's corpus of wrong implementations uses it).
-func runUnit(ctx context.Context, root, pkgDir string, tags []string, overlay string, timeout time.Duration) *unitResult {
-	res := runGoTest(ctx, root, pkgDir, tags, overlay, true, timeout)
+func runUnit(ctx context.Context, root, pkgDir string, tags []string, overlay string, timeout time.Duration, env []string) *unitResult {
+	res := runGoTest(ctx, root, pkgDir, tags, overlay, true, timeout, env)
 	if res.noRace {
-		res = runGoTest(ctx, root, pkgDir, tags, overlay, false, timeout)
+		res = runGoTest(ctx, root, pkgDir, tags, overlay, false, timeout, env)
 		res.noRace = true
 	}
 	return res
 }
 
-func runGoTest(ctx context.Context, root, pkgDir string, tags []string, overlay string, race bool, timeout time.Duration) *unitResult {
+func runGoTest(ctx context.Context, root, pkgDir string, tags []string, overlay string, race bool, timeout time.Duration, env []string) *unitResult {
 	args := []string{"test", "-json", "-count=1", fmt.Sprintf("-timeout=%s", timeout)}
 	if race {
 		args = append(args, "-race")
@@ -72,7 +72,7 @@ func runGoTest(ctx context.Context, root, pkgDir string, tags []string, overlay 
 	defer cancel()
 	cmd := exec.CommandContext(cctx, "go", args...)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+	cmd.Env = append(append(os.Environ(), "GOFLAGS=-mod=mod"), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

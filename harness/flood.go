@@ -84,6 +84,10 @@ type Options struct {
 	// DrainCap bounds the wait for the server's line to empty after the
 	// flood; a negative value does not wait at all.
 	DrainCap time.Duration
+	// NewConnections opens a new connection for every request, as many
+	// separate clients would, instead of reusing idle ones. Servers with
+	// several workers on one port spread connections, not requests.
+	NewConnections bool
 	// Progress, if set, is called about once a second while sending, with
 	// the elapsed time and the requests sent so far.
 	Progress func(elapsed time.Duration, sent int64)
@@ -176,6 +180,7 @@ func Flood(ctx context.Context, opts Options) (*results.Run, error) {
 		MaxIdleConnsPerHost: 100000,
 		MaxConnsPerHost:     0, // no limit: a capped pool would queue requests out of sight
 		IdleConnTimeout:     30 * time.Second,
+		DisableKeepAlives:   opts.NewConnections,
 	}
 	defer transport.CloseIdleConnections()
 	client := &http.Client{

@@ -27,7 +27,7 @@ import (
 
 func main() {
 	def := fakegpu.DefaultConfig()
-	mode := flag.String("mode", string(def.Mode), "protection: none, shed, bucket")
+	mode := flag.String("mode", string(def.Mode), "protection: none, shed, bucket or redis")
 	port := flag.Int("port", 0, "TCP port on 127.0.0.1 (0 picks a free one)")
 	slots := flag.Int("slots", def.Slots, "requests the GPU works on at once")
 	work := flag.Duration("work", def.Work, "time one request holds its slot")
@@ -36,7 +36,9 @@ func main() {
 	rate := flag.Float64("rate", def.BucketRate, "per-client bucket refill, tokens per second")
 	burst := flag.Float64("burst", def.BucketBurst, "per-client bucket capacity, tokens")
 	spread := flag.Bool("spread-retry-after", false, "tell shed requests to come back spread out at the server's capacity")
+	reusePort := flag.Bool("reuse-port", false, "listen on --port with SO_REUSEPORT, beside other workers (Linux)")
 	listenFD := flag.Int("listen-fd", 0, "serve on this inherited listening socket instead of --port (several workers share one port this way)")
+	redisURL := flag.String("redis", "", "mode redis: the Redis server every worker shares, such as redis://127.0.0.1:6379")
 	statsPort := flag.Int("stats-port", -1, "also serve this worker alone on 127.0.0.1:PORT (0 picks one), for reading its own /stats")
 	flag.Parse()
 
@@ -44,8 +46,8 @@ func main() {
 	if err != nil {
 		fail(2, err)
 	}
-	if m == fakegpu.ModeRedis {
-		fail(2, errors.New("mode redis is not available yet"))
+	if m == fakegpu.ModeRedis && *redisURL == "" {
+		fail(2, errors.New("mode redis needs --redis URL: the server every worker shares"))
 	}
 	cfg := def
 	cfg.Mode, cfg.Slots, cfg.Work, cfg.MaxWaiting, cfg.Deadline = m, *slots, *work, *maxWaiting, *deadline
@@ -55,8 +57,18 @@ func main() {
 	if m != fakegpu.ModeNone {
 		opts = append(opts, fakegpu.WithAdmission(admission))
 	}
-	if m.Limited() {
+	limiterDesc := limiterFrom
+	switch m {
+	case fakegpu.ModeBucket:
 		opts = append(opts, fakegpu.WithLimiter(newLimiter(cfg.BucketRate, cfg.BucketBurst)))
+	case fakegpu.ModeRedis:
+		lim, cleanup, err := newRedisLimiter(context.Background(), *redisURL, cfg.BucketRate, cfg.BucketBurst)
+		if err != nil {
+			fail(2, fmt.Errorf("mode redis: %w", err))
+		}
+		defer cleanup()
+		opts = append(opts, fakegpu.WithLimiter(lim))
+		limiterDesc = redisFrom
 	}
 	srv, err := fakegpu.New(cfg, opts...)
 	if err != nil {
@@ -67,6 +79,12 @@ func main() {
 		ln, err := net.FileListener(os.NewFile(uintptr(*listenFD), "listener"))
 		if err != nil {
 			fail(2, fmt.Errorf("inherited listener: %w", err))
+		}
+		in = fakegpu.Serve(srv, ln)
+	} else if *reusePort {
+		ln, err := fakegpu.ListenReusePort(fmt.Sprintf("127.0.0.1:%d", *port))
+		if err != nil {
+			fail(2, err)
 		}
 		in = fakegpu.Serve(srv, ln)
 	} else if in, err = fakegpu.Listen(srv, fmt.Sprintf("127.0.0.1:%d", *port)); err != nil {
@@ -81,7 +99,7 @@ func main() {
 		defer own.Close()
 		fmt.Printf("stats on %s\n", own.URL)
 	}
-	fmt.Printf("listening on %s (mode %s, admission from %s, limiter from %s)\n", in.URL, m, admissionFrom, limiterFrom)
+	fmt.Printf("listening on %s (mode %s, admission from %s, limiter from %s)\n", in.URL, m, admissionFrom, limiterDesc)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

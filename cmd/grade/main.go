@@ -127,7 +127,7 @@ func run(ctx context.Context, args []string) int {
 // valueFlags are the flags that take a separate value, for the flags given
 // before the command name.
 var valueFlags = map[string]bool{"out": true, "seconds": true, "timeout": true, "mode": true, "url": true, "port": true,
-	"summary": true, "junit": true, "format": true, "workers": true}
+	"summary": true, "junit": true, "format": true, "workers": true, "redis": true}
 
 func takesValue(arg string) bool {
 	return valueFlags[strings.TrimLeft(arg, "-")]

@@ -27,6 +27,7 @@ type taskFlags struct {
 	junit     string
 	summary   string
 	noReport  bool
+	redis     string
 }
 
 func (f *taskFlags) declare(fs *flag.FlagSet) {
@@ -38,6 +39,7 @@ func (f *taskFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.junit, "junit", "", "also write the checks as JUnit XML to this file")
 	fs.StringVar(&f.summary, "summary", "", "also write a Markdown score table to this file (with --format github, $GITHUB_STEP_SUMMARY is used when set)")
 	fs.BoolVar(&f.noReport, "no-report", false, "do not write the HTML report beside results.json")
+	fs.StringVar(&f.redis, "redis", os.Getenv("REDIS_URL"), "task 6: a real Redis, such as redis://127.0.0.1:6379 (default $REDIS_URL, else an embedded miniredis)")
 }
 
 // formats are the values --format takes.
@@ -116,7 +118,10 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 	}
 	fmt.Fprintf(human, "calibration: %d of %d requests at %g/s sent, send lag p99 %.1f ms, a 100 ms sleep overshoots by %.2f ms: %s\n",
 		cal.Issued, cal.Expected, cal.CalibrateRate, cal.SendLagP99MS, cal.SleepOverMS, map[bool]string{true: "ok", false: "NOT OK, " + cal.Reason}[cal.OK])
-	opts := grader.Options{Impl: impl, Log: human, Root: root, Calibration: cal, Progress: progressPrinter(human)}
+	if f.redis == "off" {
+		f.redis = ""
+	}
+	opts := grader.Options{Impl: impl, Log: human, Root: root, Calibration: cal, Progress: progressPrinter(human), RedisURL: f.redis}
 	var doc *results.Document
 	var gradeErr error
 	for _, t := range tasks {

@@ -1,0 +1,22 @@
+//go:build ratelab_ex_redisbucket
+
+package main
+
+import (
+	"context"
+
+	"ratelab/exercises/redisbucket"
+	"ratelab/fakegpu"
+	"ratelab/internal/redisenv"
+)
+
+const redisFrom = "exercises/redisbucket"
+
+// newRedisLimiter returns the learner's Redis limiter on the server at url.
+func newRedisLimiter(ctx context.Context, url string, rate, burst float64) (fakegpu.Limiter, func(), error) {
+	rdb, _, cleanup, err := redisenv.Open(ctx, url)
+	if err != nil {
+		return nil, nil, err
+	}
+	return redisbucket.New(rdb, rate, burst), cleanup, nil
+}

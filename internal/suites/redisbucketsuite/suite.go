@@ -1,0 +1,1240 @@
+// Package redisbucketsuite is the one test suite of task 6 (a token bucket
+// kept in Redis). The exercise and the reference solution each run it through
+// a thin adapter, so both are held to exactly the same checks. Learners do not
+// edit it.
+//
+// Every check runs twice, as subtests of two groups:
+//
+//	Miniredis/NAME  against an embedded miniredis, one per check, whose clock
+//	                the suite sets (miniredis.SetTime moves what TIME returns,
+//	                FastForward ages the keys' TTLs), so waits are exact
+//	Redis/NAME      against a real Redis, the truth wherever the two differ:
+//	                REDIS_URL if set, else 127.0.0.1:6379 if it answers PING
+//	                within 200 ms; skipped with a message when there is none,
+//	                failed when REDIS_URL is set but does not answer, and
+//	                skipped on purpose with REDIS_URL=off
+//
+// The checks, by NAME:
+//
+//	StartsFull        a new key holds burst tokens; keys are independent
+//	RefillsAtRate     tokens drip in at rate per second
+//	CapsAtBurst       an idle bucket never holds more than burst
+//	ExactWait         the wait is (n − tokens)/rate, never rounded down, and
+//	                  a caller that sleeps it then gets in
+//	FractionalTokens  fractional n and a fractional burst
+//	MoreThanBurst     n > burst can never succeed: (false, lab.InfDuration)
+//	Expiry            the key has a TTL, refreshed on every take, that
+//	                  outlives the refill; an idle key disappears
+//	RedisClock        the script reads Redis's clock (TIME) and no time from
+//	                  the caller
+//	Atomicity         32 goroutines on 2 clients never get more than
+//	                  burst + rate × elapsed
+//	FailOpen          Redis refusing or hanging mid-run: answers from the
+//	                  local bucket within its bound, every call quick, one log
+//	                  line, a counter, and back to Redis when it returns
+//
+// A real Redis cannot be given a fake clock, so there the checks sleep for
+// real (a few seconds in all) and allow for the time the calls themselves
+// take: a wait may then be shorter than the ideal by at most the time that
+// has passed beyond the planned sleeps, never longer than the ideal plus
+// 1 ms. When that slack leaves an answer undecided, the check starts again on
+// fresh keys, and is skipped after three tries. Every check uses keys of its
+// own, under a prefix unique to the run, and deletes them when it ends.
+//
+// Every call into the code under test goes through a helper that turns a
+// panic into a failure of that subtest only.
+package redisbucketsuite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"ratelab/internal/redisenv"
+	"ratelab/lab"
+)
+
+// Limiter is the part of a Redis-backed limiter the suite drives.
+type Limiter interface {
+	// TryTake spends n tokens from key's bucket or reports how long until
+	// they will be there, as task 3's KeyedLimiter does.
+	TryTake(key string, n float64) (ok bool, wait time.Duration)
+	// TryTakeCtx is TryTake with a context; err is nil exactly when Redis
+	// made the decision.
+	TryTakeCtx(ctx context.Context, key string, n float64) (ok bool, wait time.Duration, err error)
+	// FailOpen counts the decisions made locally because Redis failed.
+	FailOpen() int64
+}
+
+// NewLimiter makes a Limiter on rdb with rate in tokens per second and burst
+// in tokens, which logs to log.
+type NewLimiter func(rdb *redis.Client, rate, burst float64, log *slog.Logger) Limiter
+
+// Run runs every check of task 6 as subtests of t, under "Miniredis/" and
+// "Redis/". script is the package's tokenbucket.lua, which some checks run
+// directly; newLimiter builds the package's Limiter.
+func Run(t *testing.T, script string, newLimiter NewLimiter) {
+	redis.SetLogger(quiet{}) // go-redis would print every failed dial of FailOpen
+	s := &suite{script: script, newLimiter: newLimiter, run: fmt.Sprintf("task6-%d-%d-", os.Getpid(), rand.Uint32())}
+	checks := []check{
+		{"StartsFull", s.startsFull},
+		{"RefillsAtRate", s.refillsAtRate},
+		{"CapsAtBurst", s.capsAtBurst},
+		{"ExactWait", s.exactWait},
+		{"FractionalTokens", s.fractionalTokens},
+		{"MoreThanBurst", s.moreThanBurst},
+		{"Expiry", s.expiry},
+		{"RedisClock", s.redisClock},
+		{"Atomicity", s.atomicity},
+		{"FailOpen", s.failOpen},
+	}
+	realURL, skip, fail := realRedis()
+	for _, b := range []backend{{name: "Miniredis"}, {name: "Redis", url: realURL, skip: skip, fail: fail}} {
+		t.Run(b.name, func(t *testing.T) {
+			for _, c := range checks {
+				t.Run(c.name, func(t *testing.T) {
+					switch {
+					case b.skip != "":
+						t.Skip(b.skip)
+					case b.fail != "":
+						t.Fatal(b.fail)
+					}
+					c.f(s.env(t, b))
+				})
+			}
+		})
+	}
+}
+
+// A check is one subtest, run once per backend.
+type check struct {
+	name string
+	f    func(e *env)
+}
+
+type suite struct {
+	script     string
+	newLimiter NewLimiter
+	run        string // prefix of every key this run uses
+	keys       atomic.Int64
+}
+
+// A backend is where the checks run: an embedded miniredis (url "") or a
+// real Redis.
+type backend struct {
+	name       string
+	url        string
+	skip, fail string // why the checks cannot run
+}
+
+// realRedis finds the real Redis to test against: REDIS_URL, or
+// 127.0.0.1:6379. It returns its URL, or why its checks are skipped or fail.
+func realRedis() (url, skip, fail string) {
+	url, set := os.LookupEnv("REDIS_URL")
+	switch {
+	case set && url == "off":
+		return "", "REDIS_URL=off: the checks against a real Redis are turned off; the Miniredis ones ran", ""
+	case url == "":
+		set = false
+		url = "redis://127.0.0.1:6379"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, _, cleanup, err := redisenv.Open(ctx, url)
+	if err != nil {
+		if set {
+			return "", "", fmt.Sprintf("REDIS_URL=%s did not answer PING within 200 ms: %v\nstart that server, or unset REDIS_URL to test against miniredis only", url, err)
+		}
+		return "", "no Redis answered PING at 127.0.0.1:6379 within 200 ms, so only the Miniredis checks ran. " +
+			"To run these too, start one (redis-server --daemonize yes --port 6379 --save \"\" --appendonly no) or set REDIS_URL", ""
+	}
+	cleanup()
+	return url, "", ""
+}
+
+// quiet is a go-redis logger that drops everything.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// --- The environment of one check ---
+
+// env is one check on one backend: its server, a client of its own for
+// looking at keys, its keys, and its clock.
+type env struct {
+	t      *testing.T
+	s      *suite
+	mr     *miniredis.Miniredis // nil on a real Redis
+	url    string               // the server, as redis://host:port
+	rdb    *redis.Client        // for the check's own commands, not for limiters
+	prefix string               // every key of the current attempt starts with it
+
+	clock   time.Time     // what miniredis's TIME returns
+	start   time.Time     // real time of the attempt's first call
+	begun   bool          // whether start is set
+	planned time.Duration // the sum of advance calls in this attempt
+}
+
+// fakeStart is miniredis's clock when a check begins. Its microseconds are
+// not zero, so a script that loses them somewhere shows it.
+var fakeStart = time.Date(2026, 11, 30, 12, 0, 0, 123456000, time.UTC)
+
+func (s *suite) env(t *testing.T, b backend) *env {
+	t.Helper()
+	e := &env{t: t, s: s, url: b.url}
+	if b.url == "" {
+		e.mr = miniredis.NewMiniRedis()
+		if err := e.mr.Start(); err != nil {
+			t.Fatalf("start miniredis: %v", err)
+		}
+		t.Cleanup(e.mr.Close)
+		e.url = "redis://" + e.mr.Addr()
+		e.clock = fakeStart
+		e.mr.SetTime(e.clock)
+	}
+	e.rdb = e.client()
+	if e.mr == nil {
+		run := s.run
+		t.Cleanup(func() { deleteKeys(e.rdb, "*"+run+"*") })
+	}
+	e.fresh()
+	return e
+}
+
+// fake reports whether the check runs on miniredis, whose clock it sets.
+func (e *env) fake() bool { return e.mr != nil }
+
+// fresh starts an attempt: new keys, and the clock counted from the next
+// call (until then every key is a full bucket, however long it takes).
+func (e *env) fresh() {
+	e.prefix = fmt.Sprintf("%s%s-%d-", e.s.run, e.t.Name(), e.s.keys.Add(1))
+	e.prefix = strings.NewReplacer("/", "-", " ", "-").Replace(e.prefix)
+	e.begun = false
+	e.planned = 0
+}
+
+// begin notes the real time of the attempt's first call to Redis.
+func (e *env) begin() {
+	if !e.begun {
+		e.start, e.begun = time.Now(), true
+	}
+}
+
+// key returns the full key for a check's short key name.
+func (e *env) key(name string) string { return e.prefix + name }
+
+// client opens a client of the server with redisenv's short timeouts.
+func (e *env) client() *redis.Client {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	rdb, _, cleanup, err := redisenv.Open(ctx, e.url)
+	if err != nil {
+		e.t.Fatalf("connect to %s: %v", e.url, err)
+	}
+	e.t.Cleanup(cleanup)
+	return rdb
+}
+
+// advance lets d pass: on miniredis it moves the clock that TIME reads and
+// ages every TTL by d, at once; on a real Redis it sleeps.
+func (e *env) advance(d time.Duration) {
+	e.planned += d
+	if e.fake() {
+		e.clock = e.clock.Add(d)
+		e.mr.SetTime(e.clock)
+		e.mr.FastForward(d)
+		return
+	}
+	time.Sleep(d)
+}
+
+// jump moves miniredis's clock by d without ageing any TTL, so keys that
+// would have expired are still there. It is only for miniredis.
+func (e *env) jump(d time.Duration) {
+	e.planned += d
+	e.clock = e.clock.Add(d)
+	e.mr.SetTime(e.clock)
+}
+
+// slack is how much more time may have passed on the server than the
+// advances planned: 0 on miniredis; on a real Redis, all the real time since
+// the attempt started beyond the sleeps asked for (the sleeps' overshoot and
+// the calls themselves).
+func (e *env) slack() time.Duration {
+	if e.fake() || !e.begun {
+		return 0
+	}
+	return max(0, time.Since(e.start)-e.planned)
+}
+
+// at describes the planned time of the attempt, for messages.
+func (e *env) at() string {
+	if e.fake() {
+		return fmt.Sprintf("at t=%v", e.planned)
+	}
+	return fmt.Sprintf("at t=%v (planned; %v really)", e.planned, (e.planned + e.slack()).Round(time.Microsecond))
+}
+
+// inconclusive is what a check panics with when a real Redis was too slow
+// for an answer to be judged.
+type inconclusive struct{ why string }
+
+// attempts runs one scenario on fresh keys: once on miniredis; on a real
+// Redis up to three times while the timing leaves an answer undecided, and
+// then skips.
+func (e *env) attempts(scenario func()) {
+	e.t.Helper()
+	e.fresh()
+	if e.fake() {
+		scenario()
+		return
+	}
+	var why string
+	for try := range 3 {
+		if try > 0 {
+			e.fresh()
+		}
+		done := func() (ok bool) {
+			defer func() {
+				if r := recover(); r != nil {
+					inc, isInc := r.(inconclusive)
+					if !isInc {
+						panic(r)
+					}
+					why = inc.why
+				}
+			}()
+			scenario()
+			return true
+		}()
+		if done || e.t.Failed() {
+			return
+		}
+	}
+	e.t.Skipf("this machine was too slow three times for the timing to decide: %s", why)
+}
+
+// deleteKeys deletes every key that matches pattern.
+func deleteKeys(rdb *redis.Client, pattern string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	iter := rdb.Scan(ctx, 0, pattern, 100).Iterator()
+	for iter.Next(ctx) {
+		rdb.Del(ctx, iter.Val())
+	}
+}
+
+// redisKey returns the Redis key whose name ends with the check's key name
+// (the limiter adds a prefix of its own), or "" if there is none.
+func (e *env) redisKey(name string) string {
+	e.t.Helper()
+	ctx := context.Background()
+	var found []string
+	iter := e.rdb.Scan(ctx, 0, "*"+e.key(name), 100).Iterator()
+	for iter.Next(ctx) {
+		found = append(found, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		e.t.Fatalf("SCAN for the key of %q: %v", name, err)
+	}
+	switch len(found) {
+	case 0:
+		return ""
+	case 1:
+		return found[0]
+	}
+	e.t.Fatalf("%d Redis keys end with %q: %q; want one hash per bucket", len(found), e.key(name), found)
+	return ""
+}
+
+// --- Calling the code under test ---
+
+// catch runs f and returns what it panicked with, if anything, and where.
+func catch(f func()) (panicked any, stack []byte) {
+	defer func() {
+		if r := recover(); r != nil {
+			panicked, stack = r, debug.Stack()
+		}
+	}()
+	f()
+	return nil, nil
+}
+
+// panicReport describes a panic of call.
+func panicReport(call string, r any, stack []byte) string {
+	if err, ok := r.(error); ok && errors.Is(err, lab.ErrNotImplemented) {
+		return err.Error()
+	}
+	return fmt.Sprintf("%s panicked: %v\n%s", call, r, stack)
+}
+
+// errReport describes an error that should not have happened: just the TODO
+// message for a stub, the error and a word on it otherwise.
+func errReport(call string, err error) string {
+	var todo *lab.TODO
+	if errors.As(err, &todo) {
+		return todo.Error()
+	}
+	return fmt.Sprintf("%s returned the error %v\nthe decision must come from Redis: check that tokenbucket.lua runs (redis-cli EVAL \"$(cat tokenbucket.lua)\" 1 somekey 1 2 1) and returns {allowed, wait}", call, err)
+}
+
+// lim wraps a Limiter under test for one check. Its methods take the check's
+// short key names.
+type lim struct {
+	e *env
+	l Limiter
+}
+
+// limiter makes a Limiter with its own client, as another process would
+// have, that logs to log (nowhere if nil).
+func (e *env) limiter(rate, burst float64, log *slog.Logger) *lim {
+	e.t.Helper()
+	return e.limiterOn(e.client(), rate, burst, log)
+}
+
+func (e *env) limiterOn(rdb *redis.Client, rate, burst float64, log *slog.Logger) *lim {
+	e.t.Helper()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var l Limiter
+	if r, stack := catch(func() { l = e.s.newLimiter(rdb, rate, burst, log) }); r != nil {
+		e.t.Fatal(panicReport(fmt.Sprintf("New(rdb, %v, %v)", rate, burst), r, stack))
+	}
+	if l == nil {
+		e.t.Fatalf("New(rdb, %v, %v) = nil; want a limiter", rate, burst)
+	}
+	return &lim{e: e, l: l}
+}
+
+// try calls TryTakeCtx(key, n) and returns whatever it returns.
+func (x *lim) try(ctx context.Context, name string, n float64) (ok bool, wait time.Duration, err error) {
+	x.e.t.Helper()
+	x.e.begin()
+	if r, stack := catch(func() { ok, wait, err = x.l.TryTakeCtx(ctx, x.e.key(name), n) }); r != nil {
+		x.e.t.Fatal(panicReport(fmt.Sprintf("TryTakeCtx(%q, %v)", name, n), r, stack))
+	}
+	return ok, wait, err
+}
+
+// take calls TryTakeCtx(key, n) and fails the check unless Redis decided.
+func (x *lim) take(name string, n float64) (ok bool, wait time.Duration) {
+	x.e.t.Helper()
+	ok, wait, err := x.try(context.Background(), name, n)
+	if err != nil {
+		x.e.t.Fatal(errReport(fmt.Sprintf("%s: TryTakeCtx(%q, %v)", x.e.at(), name, n), err))
+	}
+	return ok, wait
+}
+
+// failOpen calls FailOpen.
+func (x *lim) failOpen() (count int64) {
+	x.e.t.Helper()
+	if r, stack := catch(func() { count = x.l.FailOpen() }); r != nil {
+		x.e.t.Fatal(panicReport("FailOpen()", r, stack))
+	}
+	return count
+}
+
+// expect calls TryTakeCtx(key, n) and fails the check unless it returns
+// (wantOK, wantWait), where wantWait is the exact wait rounded up to the
+// nanosecond. A refusal may round its wait up by up to a millisecond, never
+// down. On a real Redis, where more time may have passed than was planned,
+// the wait may also be shorter by the slack, and an answer that the slack
+// leaves undecided makes the attempt inconclusive.
+func (x *lim) expect(name string, n float64, wantOK bool, wantWait time.Duration, why string) {
+	x.e.t.Helper()
+	ok, wait := x.take(name, n)
+	slack := x.e.slack()
+	fail := func(extra string) {
+		x.e.t.Helper()
+		x.e.t.Fatalf("%s: TryTake(%q, %v) = (%v, %s); want (%v, %s)\n%s%s", x.e.at(), name, n, ok, fmtWait(wait), wantOK, fmtWait(wantWait), why, extra)
+	}
+	switch {
+	case wantOK:
+		if !ok || wait != 0 {
+			fail("")
+		}
+	case wantWait == lab.InfDuration:
+		if ok || wait != lab.InfDuration {
+			fail("\n(the script's sentinel for \"never\", such as -1, must reach Go, which turns it into lab.InfDuration)")
+		}
+	case ok:
+		if slack >= wantWait {
+			panic(inconclusive{fmt.Sprintf("TryTake(%q, %v) was due to be refused for %v more, but %v more than planned had passed", name, n, wantWait, slack)})
+		}
+		fail("")
+	case wait < wantWait-slack:
+		if slack > 0 {
+			fail(fmt.Sprintf("\nthe wait is too short even allowing for the %v that passed beyond the planned sleeps: never round a wait down", slack))
+		}
+		fail("\nthe wait is too short: round it up, never down (a caller that sleeps it must then get in), and keep the microseconds of Redis's clock.\n" +
+			"(On miniredis the suite sets Redis's clock and holds it still between the planned steps: a wait that shrinks anyway comes from a clock other than redis.call('TIME').)")
+	case wait > wantWait+time.Millisecond:
+		fail("\nthe wait is too long: it is (n − tokens)/rate, rounded up by at most a millisecond")
+	}
+}
+
+// fmtWait formats a wait, naming lab.InfDuration.
+func fmtWait(d time.Duration) string {
+	if d == lab.InfDuration {
+		return "lab.InfDuration"
+	}
+	return d.String()
+}
+
+// drain takes 1 token count times and expects each to succeed.
+func (x *lim) drain(name string, count int, why string) {
+	x.e.t.Helper()
+	for range count {
+		x.expect(name, 1, true, 0, why)
+	}
+}
+
+// --- The checks ---
+
+func (s *suite) startsFull(e *env) {
+	e.attempts(func() {
+		x := e.limiter(2, 5, nil)
+		x.drain("a", 5, "a new key has a full bucket: burst=5 calls in a row succeed, with wait 0")
+		x.expect("a", 1, false, 500*time.Millisecond, "the 6th call finds the bucket empty; one token takes 1/rate = 500ms")
+		x.expect("b", 5, true, 0, "another key has its own full bucket of burst=5")
+		x.expect("b", 0.5, false, 250*time.Millisecond, "key b is empty now; half a token takes 250ms")
+		x.expect("a", 1, false, 500*time.Millisecond, "key a is still empty; b's use must not touch it")
+
+		// TryTake, which the server calls, gives the same answers.
+		var ok bool
+		var wait time.Duration
+		if r, stack := catch(func() { ok, wait = x.l.TryTake(e.key("c"), 5) }); r != nil {
+			e.t.Fatal(panicReport(`TryTake("c", 5)`, r, stack))
+		}
+		if !ok || wait != 0 {
+			e.t.Fatalf("%s: TryTake(%q, 5) = (%v, %v); want (true, 0s)\na new key has a full bucket, and TryTake answers like TryTakeCtx", e.at(), "c", ok, wait)
+		}
+	})
+}
+
+func (s *suite) refillsAtRate(e *env) {
+	e.attempts(func() {
+		x := e.limiter(10, 3, nil) // one token every 100ms
+		x.drain("k", 3, "a new key has a full bucket of burst=3")
+		x.expect("k", 1, false, 100*time.Millisecond, "empty bucket at rate=10/s: the next token is 100ms away")
+		e.advance(50 * time.Millisecond)
+		x.expect("k", 1, false, 50*time.Millisecond, "after 50ms half a token dripped in; 50ms to go")
+		e.advance(50 * time.Millisecond)
+		x.expect("k", 1, true, 0, "after 100ms = 1/rate a whole token dripped in (the refused call in between must not have reset the refill)")
+		x.expect("k", 1, false, 100*time.Millisecond, "that token is spent; the next is 1/rate away")
+		e.advance(250 * time.Millisecond)
+		x.drain("k", 2, "after 250ms, 2.5 tokens dripped in")
+		x.expect("k", 1, false, 50*time.Millisecond, "0.5 tokens left after two takes: 50ms to the next")
+	})
+}
+
+func (s *suite) capsAtBurst(e *env) {
+	// The bucket sits idle for longer than it takes to fill. That is also
+	// longer than the shortest expiry allowed, and a key that expired comes
+	// back full whatever the cap; so on miniredis the clock moves an hour
+	// without ageing the key's TTL (as if the expiry had a long margin),
+	// and on a real Redis the idle time is 250ms, well inside the margin of
+	// about a second that the reference gives.
+	idle, why := time.Hour, "Redis's clock moved an hour (the key was kept)"
+	if !e.fake() {
+		idle, why = 250*time.Millisecond, "after 250ms idle"
+	}
+	rest := func() {
+		if e.fake() {
+			e.jump(idle)
+		} else {
+			e.advance(idle)
+		}
+	}
+	e.attempts(func() {
+		x := e.limiter(40, 3, nil) // one token every 25ms
+		x.drain("k", 3, "a new key has a full bucket of burst=3")
+		rest()
+		x.drain("k", 3, why+": the bucket is full again")
+		x.expect("k", 1, false, 25*time.Millisecond,
+			fmt.Sprintf("%s at 40/s would drip in %g tokens, but a bucket never holds more than burst=3: cap the refill", why, 40*idle.Seconds()))
+		x.expect("j", 2, true, 0, "a new key has a full bucket of burst=3")
+		rest()
+		x.expect("j", 3, true, 0, "one token left plus the refill: the bucket is full again")
+		x.expect("j", 1, false, 25*time.Millisecond, "after a refill from 1 token the bucket held burst=3, not 1 + the whole refill")
+	})
+}
+
+func (s *suite) exactWait(e *env) {
+	// Each case empties part of a new bucket, then asks for more than is
+	// left. The waits have fractions of a millisecond, most of them close to
+	// a whole one, so that a wait rounded down to the millisecond comes out
+	// short even on a real Redis, where the calls themselves take time.
+	cases := []struct {
+		rate, burst, first, then float64
+		wait                     time.Duration // exact, rounded up to the ns
+		why                      string
+	}{
+		{6, 1, 1, 1, 166666667, "empty at rate 6/s: one token takes 166.666667ms"},
+		{7, 5, 4.5, 2, 214285715, "0.5 tokens left, want 2, at 7/s: 1.5/7 s = 214.2857143ms"},
+		{8, 1, 1, 0.9999, 124987500, "empty at 8/s, want 0.9999: 124.9875ms"},
+		{40, 2, 2, 1.999, 49975000, "empty at 40/s, want 1.999: 49.975ms"},
+	}
+	for i, c := range cases {
+		e.attempts(func() {
+			x := e.limiter(c.rate, c.burst, nil)
+			name := fmt.Sprintf("case%d", i)
+			x.expect(name, c.first, true, 0, fmt.Sprintf("a new key has a full bucket of burst=%v", c.burst))
+			x.expect(name, c.then, false, c.wait, c.why)
+			retryAfter(x, name, c.then)
+		})
+	}
+
+	// A refusal spends nothing.
+	e.attempts(func() {
+		x := e.limiter(1, 3, nil)
+		x.expect("keep", 2, true, 0, "a new key holds 3 tokens")
+		x.expect("keep", 2, false, time.Second, "1 token left, want 2: wait = 1/1 s")
+		x.expect("keep", 1, true, 0, "the refused TryTake(2) must not have spent the 1 token left")
+	})
+
+	// Partial tokens after a sleep.
+	e.attempts(func() {
+		x := e.limiter(10, 2, nil)
+		x.drain("part", 2, "a new key has a full bucket of burst=2")
+		e.advance(30 * time.Millisecond)
+		x.expect("part", 1, false, 70*time.Millisecond, "0.3 tokens, want 1: wait = (1 − 0.3)/10 s")
+		x.expect("part", 2, false, 170*time.Millisecond, "0.3 tokens, want 2: wait = (2 − 0.3)/10 s")
+		x.expect("part", 0.5, false, 20*time.Millisecond, "0.3 tokens, want 0.5: wait = (0.5 − 0.3)/10 s")
+	})
+
+	if !e.fake() {
+		return
+	}
+	// Below the millisecond, with the clock stopped: only miniredis can.
+	x := e.limiter(3, 1, nil)
+	x.drain("fine", 1, "a new key has a full bucket of burst=1")
+	x.expect("fine", 1, false, 333333334, "empty at 3/s: one token takes 333.333333ms")
+	e.advance(333333 * time.Microsecond)
+	x.expect("fine", 1, false, 334, "after 333.333ms, 0.999999 tokens are there: 333ns to go, so the wait must not be 0 (a refusal with wait 0 sends the caller straight back)")
+	e.advance(time.Microsecond)
+	x.expect("fine", 1, true, 0, "after 333.334ms the token is there")
+
+	// A slow rate.
+	x = e.limiter(0.5, 1, nil)
+	x.drain("slow", 1, "a new key has a full bucket of burst=1")
+	x.expect("slow", 1, false, 2*time.Second, "rate 0.5/s: one token takes 2s")
+	retryAfter(x, "slow", 1)
+}
+
+// retryAfter asks for n, lets exactly the wait it is given pass and asks
+// again, which must succeed.
+func retryAfter(x *lim, name string, n float64) {
+	x.e.t.Helper()
+	ok, wait := x.take(name, n)
+	if ok {
+		if x.e.slack() > 0 {
+			panic(inconclusive{fmt.Sprintf("TryTake(%q, %v) was due to be refused, but it got in after %v of slack", name, n, x.e.slack())})
+		}
+		x.e.t.Fatalf("%s: TryTake(%q, %v) = (true, %v); want a refusal (the check expects the bucket to be short)", x.e.at(), name, n, wait)
+	}
+	if wait <= 0 || wait > time.Hour {
+		x.e.t.Fatalf("%s: TryTake(%q, %v) = (false, %v); want a wait between 0 and an hour", x.e.at(), name, n, wait)
+	}
+	x.e.advance(wait)
+	if ok, again := x.take(name, n); !ok {
+		x.e.t.Fatalf("%s: TryTake(%q, %v) = (false, %v); want (true, 0s)\n"+
+			"a caller that waits exactly the wait it was given (%v) must then get in: round the wait up, never down, and let a refusal change nothing",
+			x.e.at(), name, n, again, wait)
+	}
+}
+
+func (s *suite) fractionalTokens(e *env) {
+	e.attempts(func() {
+		x := e.limiter(4, 1, nil)
+		x.expect("half", 0.5, true, 0, "a full bucket of 1 token has room for two halves")
+		x.expect("half", 0.5, true, 0, "a full bucket of 1 token has room for two halves")
+		x.expect("half", 0.5, false, 125*time.Millisecond, "empty at rate=4/s: half a token takes 125ms")
+		e.advance(125 * time.Millisecond)
+		x.expect("half", 0.5, true, 0, "after 125ms half a token is there")
+		x.expect("half", 0.25, false, 62500*time.Microsecond, "empty again: a quarter token takes 62.5ms")
+	})
+	e.attempts(func() {
+		x := e.limiter(1, 2.5, nil)
+		x.expect("frac", 2.5, true, 0, "a new key holds burst=2.5 tokens, fractions included")
+		x.expect("frac", 0.25, false, 250*time.Millisecond, "empty at 1/s: a quarter token takes 250ms")
+		e.advance(750 * time.Millisecond)
+		x.expect("frac", 0.5, true, 0, "0.75 tokens after 750ms")
+		x.expect("frac", 0.5, false, 250*time.Millisecond, "0.25 tokens left, want 0.5: wait = 0.25/1 s")
+	})
+}
+
+func (s *suite) moreThanBurst(e *env) {
+	e.attempts(func() {
+		x := e.limiter(10, 2, nil)
+		x.expect("k", 2.5, false, lab.InfDuration, "n greater than burst=2 can never succeed: (false, lab.InfDuration)")
+		x.expect("k", 3, false, lab.InfDuration, "n greater than burst=2 can never succeed: (false, lab.InfDuration)")
+		x.expect("k", 1e9, false, lab.InfDuration, "n greater than burst=2 can never succeed: (false, lab.InfDuration)")
+		x.expect("k", math.NaN(), false, lab.InfDuration, "NaN tokens can never be had")
+		x.expect("k", 2, true, 0, "n = burst succeeds on a full bucket, and the impossible requests spent nothing")
+		x.expect("k", 2.5, false, lab.InfDuration, "on an empty bucket too, n > burst is never, not a finite wait")
+		x.expect("k", 2, false, 200*time.Millisecond, "n = burst on an empty bucket waits burst/rate = 200ms")
+	})
+}
+
+// The expiry a key may have: at least what the bucket needs to refill to
+// full (a key that disappears earlier comes back as a full bucket, letting
+// a client in early), at most the time from empty to full plus a margin.
+const expiryMargin = time.Second
+
+func (s *suite) expiry(e *env) {
+	const rate, burst = 2, 4 // empty to full in 2s
+	most := time.Duration(burst/rate*float64(time.Second)) + expiryMargin + time.Millisecond
+	e.attempts(func() {
+		x := e.limiter(rate, burst, nil)
+		x.expect("k", 1, true, 0, "a new key has a full bucket of burst=4")
+		p0 := s.checkTTL(e, "k", 3, most, "after the first take")
+		e.advance(400 * time.Millisecond)
+		x.expect("k", 3, true, 0, "3 + 0.8 tokens are there")
+		p1 := s.checkTTL(e, "k", 0.8, most, "after a second take 400ms later")
+		if p1 < p0-200*time.Millisecond {
+			e.t.Fatalf("%s: the key's PTTL went from %v to %v across a take 400ms later; want it set again by every take\n"+
+				"a key in use must not expire: PEXPIRE on every take, not only when the key is created",
+				e.at(), p0, p1)
+		}
+		if !e.fake() {
+			return
+		}
+		// Idle for longer than any allowed expiry: the key must be gone,
+		// and the bucket full again.
+		e.advance(most)
+		if key := e.redisKey("k"); key != "" {
+			e.t.Fatalf("%s: key %q still exists after %v idle; want it expired\n"+
+				"an idle key must disappear once its bucket is full again, or Redis keeps every key ever seen: set an expiry of the refill time plus at most %v",
+				e.at(), key, most, expiryMargin)
+		}
+		x.expect("k", 4, true, 0, "an expired key is a full bucket again")
+	})
+}
+
+// checkTTL checks the expiry of the key of name, whose bucket holds tokens
+// (planned) after a take, and returns it.
+func (s *suite) checkTTL(e *env, name string, tokens float64, most time.Duration, when string) time.Duration {
+	e.t.Helper()
+	const rate, burst = 2, 4
+	key := e.redisKey(name)
+	if key == "" {
+		e.t.Fatalf("%s: no Redis key ends with %q %s; want the bucket's hash", e.at(), e.key(name), when)
+	}
+	pttl, err := e.rdb.PTTL(context.Background(), key).Result()
+	if err != nil {
+		e.t.Fatalf("PTTL %s: %v", key, err)
+	}
+	least := time.Duration((burst-tokens)/rate*float64(time.Second)) - e.slack()
+	switch {
+	case pttl < 0:
+		e.t.Fatalf("%s: PTTL %s = %v %s; want an expiry between %v and %v\n"+
+			"the key has no expiry, so Redis keeps a hash for every key ever seen: PEXPIRE it on every take",
+			e.at(), key, pttl, when, least, most)
+	case pttl < least:
+		e.t.Fatalf("%s: PTTL %s = %v %s; want at least %v, the time its %v tokens take to refill to burst=%v at %v/s\n"+
+			"a key that expires before its bucket is full again comes back full, letting the client in early",
+			e.at(), key, pttl, when, least, tokens, float64(burst), float64(rate))
+	case pttl > most:
+		e.t.Fatalf("%s: PTTL %s = %v %s; want at most %v: empty to full (burst/rate = 2s) plus a margin of at most %v",
+			e.at(), key, pttl, when, most, expiryMargin)
+	}
+	return pttl
+}
+
+func (s *suite) redisClock(e *env) {
+	ctx := context.Background()
+	sc := redis.NewScript(s.script)
+	// The script, called directly: rate, burst and n are all it gets, and
+	// an extra argument that looks like a time must change nothing.
+	e.attempts(func() {
+		key := e.key("direct")
+		e.begin()
+		reply, err := sc.Run(ctx, e.rdb, []string{key}, "1", "2", "2").Slice()
+		if err != nil {
+			if strings.Contains(err.Error(), lab.ErrNotImplemented.Error()) {
+				e.t.Fatal((&lab.TODO{Task: 6, What: "tokenbucket.lua"}).Error())
+			}
+			e.t.Fatalf("EVAL tokenbucket.lua with KEYS={%q} ARGV={1, 2, 2} failed: %v\n"+
+				"the script must work with rate, burst and n alone: the time comes from redis.call('TIME'), never from the caller", key, err)
+		}
+		if len(reply) != 2 || reply[0] != int64(1) {
+			e.t.Fatalf("EVAL tokenbucket.lua with ARGV={1, 2, 2} on a new key = %#v; want {1, 0}: a new bucket holds burst=2", reply)
+		}
+		now := time.Now()
+		if e.fake() {
+			now = e.clock
+		}
+		future := now.Add(time.Hour)
+		for _, when := range []string{
+			strconv.FormatInt(future.Unix(), 10),
+			strconv.FormatFloat(float64(future.UnixMicro())/1e6, 'f', 6, 64),
+			strconv.FormatInt(future.UnixMilli(), 10),
+			strconv.FormatInt(future.UnixMicro(), 10),
+		} {
+			reply, err := sc.Run(ctx, e.rdb, []string{key}, "1", "2", "1", when).Slice()
+			if err != nil {
+				e.t.Fatalf("EVAL tokenbucket.lua with ARGV={1, 2, 1, %s} failed: %v", when, err)
+			}
+			if len(reply) != 2 || reply[0] == int64(1) {
+				if e.slack() >= 900*time.Millisecond {
+					panic(inconclusive{fmt.Sprintf("almost a second passed between two EVALs (%v)", e.slack())})
+				}
+				e.t.Fatalf("%s: EVAL tokenbucket.lua with ARGV={1, 2, 1, %s} (a client's clock an hour ahead) on an empty bucket = %#v; want a refusal {0, about 1000}\n"+
+					"the script must read the time with redis.call('TIME') and ignore any time a client sends: clients' clocks disagree",
+					e.at(), when, reply)
+			}
+		}
+	})
+
+	// The limiter sends no time either: every script call it makes carries
+	// one key and three arguments.
+	var calls recorder
+	rdb := e.client()
+	rdb.AddHook(&calls)
+	x := e.limiterOn(rdb, 2, 2, nil)
+	y := e.limiter(2, 2, nil) // another process, another client
+	e.attempts(func() {
+		x.expect("shared", 1, true, 0, "a new key holds burst=2")
+		y.expect("shared", 1, true, 0, "the second limiter shares the bucket: 1 token left")
+		x.expect("shared", 1, false, 500*time.Millisecond, "both limiters took one: the shared bucket is empty, 500ms to the next token")
+		y.expect("shared", 1, false, 500*time.Millisecond, "both limiters see the same bucket and the same clock")
+	})
+	if bad := calls.bad(); bad != "" {
+		e.t.Fatalf("the limiter called the script with %s; want exactly 1 key and 3 arguments (rate, burst, n)\n"+
+			"pass no time from Go: the script reads Redis's clock with redis.call('TIME'), so all processes agree", bad)
+	}
+
+	if !e.fake() {
+		return
+	}
+	// Redis's clock moves while the client's stays put (miniredis's clock
+	// is set by hand): the bucket follows Redis's.
+	z := e.limiter(1, 2, nil)
+	z.drain("server-time", 2, "a new key holds burst=2")
+	e.advance(1500 * time.Millisecond)
+	z.expect("server-time", 1, true, 0, "Redis's clock moved 1.5s (the client's clock barely moved): 1.5 tokens dripped in by Redis's clock")
+	z.expect("server-time", 1, false, 500*time.Millisecond, "0.5 tokens left by Redis's clock")
+}
+
+// recorder is a go-redis hook that notes script calls with other than one
+// key and three arguments.
+type recorder struct {
+	mu    sync.Mutex
+	wrong []string
+}
+
+func (r *recorder) bad() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.wrong) == 0 {
+		return ""
+	}
+	return strings.Join(r.wrong, "; ")
+}
+
+func (r *recorder) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *recorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			r.note(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (r *recorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.note(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (r *recorder) note(cmd redis.Cmder) {
+	switch strings.ToLower(cmd.Name()) {
+	case "eval", "evalsha", "eval_ro", "evalsha_ro":
+	default:
+		return
+	}
+	args := cmd.Args()
+	keys := -1
+	if len(args) >= 3 {
+		keys, _ = strconv.Atoi(fmt.Sprint(args[2]))
+	}
+	if keys == 1 && len(args) == 3+1+3 {
+		return
+	}
+	shown := make([]string, 0, len(args))
+	for i, a := range args {
+		if i == 1 {
+			a = "<script>"
+		}
+		shown = append(shown, fmt.Sprint(a))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.wrong) < 3 {
+		r.wrong = append(r.wrong, strings.Join(shown, " "))
+	}
+}
+
+func (s *suite) atomicity(e *env) {
+	// Two limiters, as two processes would have, each with its own pool of
+	// connections, hammer one key from 16 goroutines each.
+	const (
+		rate, burst = 10, 20
+		perLimiter  = 16
+		duration    = 300 * time.Millisecond
+	)
+	var limiters [2]*lim
+	for i := range limiters {
+		limiters[i] = e.limiterOn(e.clientAt(e.options().Addr, perLimiter), rate, burst, nil)
+		// A first call on another key opens a connection, so that a stub
+		// or a broken script fails here with its own message.
+		limiters[i].take("warm-up", 1)
+	}
+	var (
+		admitted, calls atomic.Int64
+		slow            atomic.Int64 // calls Redis did not answer in time
+		firstErr        atomic.Value // string
+		wg              sync.WaitGroup
+		begin           = make(chan struct{})
+	)
+	key := e.key("hot")
+	start := time.Now()
+	for g := range 2 * perLimiter {
+		x := limiters[g%2]
+		wg.Go(func() {
+			<-begin
+			for time.Since(start) < duration {
+				var ok bool
+				var err error
+				if r, stack := catch(func() { ok, _, err = x.l.TryTakeCtx(context.Background(), key, 1) }); r != nil {
+					firstErr.CompareAndSwap(nil, panicReport(fmt.Sprintf("TryTakeCtx in goroutine %d", g), r, stack))
+					return
+				}
+				if err != nil {
+					// On a loaded machine a call may time out; the limiter
+					// then answers locally for a while. Those answers do
+					// not count: the check is about Redis's decisions.
+					if timedOut(err) {
+						slow.Add(1)
+						continue
+					}
+					firstErr.CompareAndSwap(nil, errReport(fmt.Sprintf("TryTakeCtx in goroutine %d", g), err))
+					return
+				}
+				calls.Add(1)
+				if ok {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	close(begin)
+	wg.Wait()
+	elapsed := time.Since(start)
+	if msg := firstErr.Load(); msg != nil {
+		e.t.Fatal(msg)
+	}
+	bound := float64(burst) // miniredis's clock stands still
+	if !e.fake() {
+		bound += rate * elapsed.Seconds()
+	}
+	got := admitted.Load()
+	if float64(got) > bound+1e-9 {
+		e.t.Fatalf("%d goroutines on 2 clients made %d calls on one key in %v and %d were admitted; want at most burst + rate × elapsed = %.1f\n"+
+			"the read, the refill, the decision and the write must happen in one step on the server: all of them inside the Lua script, "+
+			"never a read in one command and a write in another",
+			2*perLimiter, calls.Load(), elapsed.Round(time.Millisecond), got, bound)
+	}
+	if got < burst && slow.Load() == 0 { // a call that timed out may have spent a token
+		e.t.Fatalf("%d goroutines made %d calls on one key of a new bucket and only %d were admitted; want at least burst=%d",
+			2*perLimiter, calls.Load(), got, burst)
+	}
+}
+
+// timedOut reports whether err says Redis did not answer in time.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// options returns the client options of the server's URL.
+func (e *env) options() *redis.Options {
+	e.t.Helper()
+	opt, err := redis.ParseURL(e.url)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return opt
+}
+
+// clientAt opens a client of the server at addr (the server's own address, or
+// a proxy's) with redisenv's timeouts and, if pool is not 0, room for pool
+// connections opened ahead of use.
+func (e *env) clientAt(addr string, pool int) *redis.Client {
+	e.t.Helper()
+	opt := e.options()
+	opt.Addr = addr
+	redisenv.Tune(opt)
+	if pool > 0 {
+		opt.PoolSize, opt.MinIdleConns = pool, pool
+	}
+	rdb := redis.NewClient(opt)
+	e.t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+func (s *suite) failOpen(e *env) {
+	const (
+		rate, burst = 2, 4
+		phase       = 300 * time.Millisecond
+		slowest     = time.Second // far above the 200ms timeouts, for slow CI
+		comeBack    = 4 * time.Second
+	)
+	p := startProxy(e.t, e.options().Addr)
+	logs := &logRecorder{}
+	x := e.limiterOn(e.clientAt(p.addr(), 0), rate, burst, slog.New(logs))
+
+	// Redis works: it decides.
+	x.drain("k", 4, "a new key holds burst=4 (Redis is up)")
+	if n := x.failOpen(); n != 0 {
+		e.t.Fatalf("FailOpen() = %d while Redis answered every call; want 0", n)
+	}
+	if n := logs.count(); n != 0 {
+		e.t.Fatalf("the limiter logged %d times while Redis answered every call; want 0: %s", n, logs.all())
+	}
+
+	// Redis goes away, first refusing connections, then accepting them and
+	// never answering. Every call must still be answered, quickly, from the
+	// local bucket (which starts full: it never saw the takes above).
+	outage := time.Now()
+	var calls, admitted int64
+	for _, mode := range []proxyMode{refuse, hang} {
+		p.set(mode)
+		for end := time.Now().Add(phase); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			began := time.Now()
+			ok, wait, err := x.try(context.Background(), "k", 1)
+			took := time.Since(began)
+			calls++
+			if took > slowest {
+				e.t.Fatalf("with Redis %s, TryTakeCtx took %v; want under %v: give up on Redis quickly (short timeouts) and do not try it on every call while it fails",
+					mode, took.Round(time.Millisecond), slowest)
+			}
+			if err == nil {
+				e.t.Fatalf("with Redis %s, TryTakeCtx = (%v, %v, nil); want an error saying the answer is local", mode, ok, wait)
+			}
+			if ok {
+				admitted++
+			} else if wait <= 0 {
+				e.t.Fatalf("with Redis %s, TryTakeCtx = (false, %v, %v); want a positive wait from the local bucket", mode, wait, err)
+			}
+		}
+		if got := x.failOpen(); got != calls {
+			e.t.Fatalf("with Redis %s, FailOpen() = %d after %d calls answered locally; want %d: count every decision made without Redis", mode, got, calls, calls)
+		}
+	}
+	most := burst + rate*time.Since(outage).Seconds()
+	switch {
+	case admitted == 0:
+		e.t.Fatalf("with Redis unreachable, 0 of %d calls were admitted; want the local bucket's burst at least: fail open, not closed", calls)
+	case float64(admitted) > most:
+		e.t.Fatalf("with Redis unreachable, %d of %d calls were admitted in %v; want at most burst + rate × elapsed = %.1f from the local bucket",
+			admitted, calls, time.Since(outage).Round(time.Millisecond), most)
+	}
+	if n := logs.count(); n != 1 {
+		e.t.Fatalf("the limiter logged %d times during an outage of %d calls; want exactly once: %s", n, calls, logs.all())
+	}
+
+	// Redis comes back: the limiter must return to it.
+	p.set(forward)
+	back := time.Now()
+	for {
+		ok, wait, err := x.try(context.Background(), "probe", 0.001)
+		if err == nil {
+			if !ok || wait != 0 {
+				e.t.Fatalf(`TryTakeCtx("probe", 0.001) = (%v, %v, nil) on a new key; want (true, 0s, nil)`, ok, wait)
+			}
+			break
+		}
+		if time.Since(back) > comeBack {
+			e.t.Fatalf("Redis answered again %v ago, but the limiter still answers locally: %v\ntry Redis again after a short back-off", comeBack, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if e.redisKey("probe") == "" {
+		e.t.Fatal("TryTakeCtx returned no error, but no key for the bucket exists in Redis")
+	}
+	before := x.failOpen()
+	x.expect("after", 1, true, 0, "a new key holds burst=4, and Redis decides again")
+	if after := x.failOpen(); after != before {
+		e.t.Fatalf("FailOpen() went from %d to %d on a call Redis answered; want unchanged", before, after)
+	}
+	if n := logs.count(); n > 2 {
+		e.t.Fatalf("the limiter logged %d times over one outage; want once when Redis fails and at most once when it is back: %s", n, logs.all())
+	}
+}
+
+// logRecorder is a slog.Handler that keeps the messages.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *logRecorder) WithGroup(string) slog.Handler            { return h }
+
+func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs = append(h.msgs, r.Level.String()+" "+r.Message)
+	return nil
+}
+
+func (h *logRecorder) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.msgs)
+}
+
+func (h *logRecorder) all() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return fmt.Sprintf("%q", h.msgs)
+}
+
+// --- A TCP proxy that can play dead ---
+
+// proxyMode is what a proxy does with connections.
+type proxyMode int
+
+const (
+	forward proxyMode = iota // pass bytes both ways
+	refuse                   // close every connection at once
+	hang                     // accept connections and never answer
+)
+
+func (m proxyMode) String() string {
+	return [...]string{"forwarding", "refusing connections", "accepting connections and never answering"}[m]
+}
+
+// proxy stands between a limiter and its Redis, so a check can take Redis
+// away and bring it back without touching the server, which may be shared.
+type proxy struct {
+	ln       net.Listener
+	upstream string
+
+	mu    sync.Mutex
+	mode  proxyMode
+	conns map[net.Conn]struct{} // open connections on both sides
+}
+
+func startProxy(t *testing.T, upstream string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proxy: %v", err)
+	}
+	p := &proxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.serve(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		p.closeAll()
+	})
+	return p
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+// set changes the mode and drops every open connection, so clients meet the
+// new mode at once.
+func (p *proxy) set(m proxyMode) {
+	p.mu.Lock()
+	p.mode = m
+	p.mu.Unlock()
+	p.closeAll()
+}
+
+func (p *proxy) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+func (p *proxy) track(c net.Conn) {
+	p.conns[c] = struct{}{}
+}
+
+func (p *proxy) serve(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch p.mode {
+	case refuse:
+		c.Close()
+	case hang:
+		p.track(c) // closed by the next set or at cleanup
+	case forward:
+		up, err := net.DialTimeout("tcp", p.upstream, time.Second)
+		if err != nil {
+			c.Close()
+			return
+		}
+		p.track(c)
+		p.track(up)
+		go pipe(up, c)
+		go pipe(c, up)
+	}
+}
+
+// pipe copies from src to dst until either fails, then closes both.
+func pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	dst.Close()
+	src.Close()
+}
