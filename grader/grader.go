@@ -230,6 +230,11 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 		defer os.RemoveAll(tmp)
 		err = task.grade(ctx, g)
 	}
+	for _, r := range doc.Runs {
+		if r != nil && r.Task == "" {
+			r.Task = task.ID
+		}
+	}
 	doc.Finished = time.Now().UTC()
 	doc.Env = results.CurrentEnv("")
 	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {

@@ -203,10 +203,18 @@ func TestBrowserReport(t *testing.T) {
 	pages, err := filepath.Glob(filepath.Join(dir, "*.html"))
 	require.NoError(t, err)
 	require.Len(t, pages, 4, "index.html and one page per task")
+	// Task 4 (storms, no floods) and task 7 (the breaker's scenarios) come
+	// from documents of their own.
+	for _, name := range []string{"task4", "task7"} {
+		d := t.TempDir()
+		require.NoError(t, WriteHTML(d, testDocFile(t, name+".json")))
+		pages = append(pages, filepath.Join(d, name+".html"))
+	}
 	cohort := t.TempDir()
 	require.NoError(t, WriteCohort(cohort, loadTestCohort(t)))
 	pages = append(pages, filepath.Join(cohort, "index.html"))
 	shots := os.Getenv("RATELAB_SCREENSHOTS")
+	wantCharts := map[string]int{"task4.html": 3, "task7.html": 5}
 
 	for _, path := range pages {
 		name := filepath.Base(path)
@@ -225,6 +233,9 @@ func TestBrowserReport(t *testing.T) {
 			require.NoError(t, err)
 			if name != "index.html" {
 				assert.NotEmpty(t, states, "%s has charts", name)
+			}
+			if n, ok := wantCharts[name]; ok {
+				assert.Len(t, states, n, "%s draws all its charts", name)
 			}
 			for _, c := range states {
 				assert.True(t, c.Canvas, "%s: chart %s has a canvas", name, c.ID)

@@ -23,6 +23,9 @@ import (
 type Cohort struct {
 	Docs    []CohortDoc
 	Skipped []Skipped
+	// Verified is true when the documents' signatures were checked, against
+	// the key in $RATELAB_SIGNING_KEY.
+	Verified bool
 }
 
 // CohortDoc is one document of a cohort.
@@ -30,13 +33,28 @@ type CohortDoc struct {
 	Path   string // as found: an argument, or an argument joined with the path under it
 	SHA256 string // of the file's bytes, in hex
 	Doc    *results.Document
+	// Signature is SigSigned or SigUnsigned when the cohort was verified,
+	// else SigNotChecked. Forged documents are never counted: they are in
+	// Skipped.
+	Signature string
 }
 
 // Skipped is a file a cohort did not count, and why.
 type Skipped struct {
 	Path   string
 	Reason string
+	// Signature is SigForged for a document whose signature does not match,
+	// else empty: the file was not read far enough to check it.
+	Signature string
 }
+
+// What a cohort says of each file's signature.
+const (
+	SigSigned     = "signed"      // signed with the key: written by a grader that held it, and unchanged
+	SigUnsigned   = "unsigned"    // no signature: anyone could have written or edited it
+	SigForged     = "forged"      // a signature that does not match: edited, or signed with another key
+	SigNotChecked = "not checked" // no key was given to check with
+)
 
 // LoadCohort reads every results document args name: a file given directly
 // (any name), or every file named results.json under a folder, found
@@ -45,11 +63,27 @@ type Skipped struct {
 // truncated JSON, a document of another schema, or a file whose bytes are
 // the same as one already read is listed in Skipped with the reason. It
 // fails only when args is empty.
+//
+// When $RATELAB_SIGNING_KEY (results.SigningKeyEnv) is set and not empty,
+// every document's signature is checked against it (results.Verify): a
+// document is marked signed or unsigned, and a forged one is skipped with
+// the reason, never counted. Without the key every document is "not
+// checked".
 func LoadCohort(args []string) (*Cohort, error) {
+	var key []byte
+	if k := os.Getenv(results.SigningKeyEnv); k != "" {
+		key = []byte(k)
+	}
+	return loadCohort(args, key)
+}
+
+// loadCohort is LoadCohort with the signing key given; nil checks no
+// signature.
+func loadCohort(args []string, key []byte) (*Cohort, error) {
 	if len(args) == 0 {
 		return nil, errors.New("reports: cohort: no files or folders given")
 	}
-	c := &Cohort{}
+	c := &Cohort{Verified: key != nil}
 	seen := map[string]string{} // sha256 → first path
 	for _, arg := range args {
 		paths, skipped := findResults(arg)
@@ -57,25 +91,55 @@ func LoadCohort(args []string) (*Cohort, error) {
 		for _, p := range paths {
 			b, err := os.ReadFile(p)
 			if err != nil {
-				c.Skipped = append(c.Skipped, Skipped{p, "cannot read: " + unwrapPath(err)})
+				c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: "cannot read: " + unwrapPath(err)})
 				continue
 			}
 			sum := sha256.Sum256(b)
 			hash := hex.EncodeToString(sum[:])
 			if first, ok := seen[hash]; ok {
-				c.Skipped = append(c.Skipped, Skipped{p, "duplicate: the same bytes as " + first})
+				c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: "duplicate: the same bytes as " + first})
 				continue
 			}
 			doc, err := parseDocument(b)
 			if err != nil {
-				c.Skipped = append(c.Skipped, Skipped{p, err.Error()})
+				c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: err.Error()})
 				continue
 			}
 			seen[hash] = p
-			c.Docs = append(c.Docs, CohortDoc{Path: p, SHA256: hash, Doc: doc})
+			sig := SigNotChecked
+			if key != nil {
+				switch err := results.Verify(doc, key); {
+				case err == nil:
+					sig = SigSigned
+				case errors.Is(err, results.ErrUnsigned):
+					sig = SigUnsigned
+				case errors.Is(err, results.ErrForged):
+					c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: "forged: " + err.Error(), Signature: SigForged})
+					continue
+				default:
+					c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: "signature could not be checked: " + err.Error()})
+					continue
+				}
+			}
+			c.Docs = append(c.Docs, CohortDoc{Path: p, SHA256: hash, Doc: doc, Signature: sig})
 		}
 	}
 	return c, nil
+}
+
+// signatureCount counts the cohort's files by signature verdict, forged
+// ones among the skipped included.
+func (c *Cohort) signatureCount() map[string]int {
+	n := map[string]int{}
+	for _, d := range c.Docs {
+		n[d.Signature]++
+	}
+	for _, s := range c.Skipped {
+		if s.Signature != "" {
+			n[s.Signature]++
+		}
+	}
+	return n
 }
 
 // findResults lists the files arg names, in lexical order.
@@ -83,9 +147,9 @@ func findResults(arg string) ([]string, []Skipped) {
 	info, err := os.Stat(arg)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, []Skipped{{arg, "no such file or folder"}}
+			return nil, []Skipped{{Path: arg, Reason: "no such file or folder"}}
 		}
-		return nil, []Skipped{{arg, unwrapPath(err)}}
+		return nil, []Skipped{{Path: arg, Reason: unwrapPath(err)}}
 	}
 	if !info.IsDir() {
 		return []string{arg}, nil
@@ -94,7 +158,7 @@ func findResults(arg string) ([]string, []Skipped) {
 	var skipped []Skipped
 	err = filepath.WalkDir(arg, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			skipped = append(skipped, Skipped{p, "cannot read: " + unwrapPath(err)})
+			skipped = append(skipped, Skipped{Path: p, Reason: "cannot read: " + unwrapPath(err)})
 			if d != nil && d.IsDir() {
 				return fs.SkipDir
 			}
@@ -106,10 +170,10 @@ func findResults(arg string) ([]string, []Skipped) {
 		return nil
 	})
 	if err != nil {
-		skipped = append(skipped, Skipped{arg, unwrapPath(err)})
+		skipped = append(skipped, Skipped{Path: arg, Reason: unwrapPath(err)})
 	}
 	if len(paths) == 0 && len(skipped) == 0 {
-		skipped = append(skipped, Skipped{arg, "holds no file named results.json"})
+		skipped = append(skipped, Skipped{Path: arg, Reason: "holds no file named results.json"})
 	}
 	sort.Strings(paths)
 	return paths, skipped
@@ -126,13 +190,13 @@ func unwrapPath(err error) string {
 
 // CSV columns, in order. docs/REPORTS.md describes them.
 var (
-	checksColumns = []string{"file", "sha256", "doc_task", "impl", "doc_status", "doc_score", "doc_max_score", "finished",
+	checksColumns = []string{"file", "sha256", "signature", "doc_task", "impl", "doc_status", "doc_score", "doc_max_score", "finished",
 		"task", "check", "status", "score", "max_score", "run", "measured", "expected", "message"}
-	runsColumns = []string{"file", "sha256", "doc_task", "impl", "task", "kind", "run", "server",
+	runsColumns = []string{"file", "sha256", "signature", "doc_task", "impl", "task", "kind", "run", "server",
 		"offered_rps", "duration_s", "timeout_s", "issued", "ok", "goodput_rps", "p50_ms", "p99_ms", "max_ms",
 		"n_429", "n_503", "n_timeout", "n_other", "predicted_ok", "predicted_p99_ms", "still_waiting", "dead", "drained_s", "reliable",
 		"attempts", "succeeded", "failed", "last_done_s"}
-	skippedColumns = []string{"file", "reason"}
+	skippedColumns = []string{"file", "reason", "signature"}
 )
 
 // WriteChecksCSV writes one row per document and check (a document without
@@ -142,7 +206,7 @@ func (c *Cohort) WriteChecksCSV(w io.Writer) error {
 	cw.Write(checksColumns)
 	for _, d := range c.Docs {
 		doc := d.Doc
-		head := []string{d.Path, d.SHA256[:12], doc.Task, doc.Impl, string(doc.Status), fnum(doc.Score), fnum(doc.MaxScore), timeOrEmpty(doc)}
+		head := []string{d.Path, d.SHA256[:12], d.Signature, doc.Task, doc.Impl, string(doc.Status), fnum(doc.Score), fnum(doc.MaxScore), timeOrEmpty(doc)}
 		if len(doc.Checks) == 0 {
 			cw.Write(append(head, make([]string, len(checksColumns)-len(head))...))
 		}
@@ -169,7 +233,7 @@ func (c *Cohort) WriteRunsCSV(w io.Writer) error {
 				taskOf[r] = id
 			}
 		}
-		head := []string{d.Path, d.SHA256[:12], doc.Task, doc.Impl}
+		head := []string{d.Path, d.SHA256[:12], d.Signature, doc.Task, doc.Impl}
 		for _, r := range doc.Runs {
 			if r == nil {
 				continue
@@ -203,12 +267,13 @@ func (c *Cohort) WriteRunsCSV(w io.Writer) error {
 	return cw.Error()
 }
 
-// WriteSkippedCSV writes one row per skipped file, with the reason.
+// WriteSkippedCSV writes one row per skipped file, with the reason, and
+// "forged" in the signature column for a forged document.
 func (c *Cohort) WriteSkippedCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	cw.Write(skippedColumns)
 	for _, s := range c.Skipped {
-		cw.Write([]string{s.Path, s.Reason})
+		cw.Write([]string{s.Path, s.Reason, s.Signature})
 	}
 	cw.Flush()
 	return cw.Error()

@@ -67,11 +67,13 @@ func cohortPage(c *Cohort) pageData {
 	p := pageData{
 		File: "index.html", Title: fmt.Sprintf("ratelab cohort: %d documents", len(c.Docs)),
 		Heading: "ratelab cohort",
-		Lead: fmt.Sprintf("%d results documents side by side, %d files skipped. Each document counts once; files that are malformed, truncated, of another schema or copies of another are listed at the end with the reason, and counted nowhere else.",
+		Lead: fmt.Sprintf("%d results documents side by side, %d files skipped. Each document counts once; files that are malformed, truncated, of another schema, copies of another or forged are listed at the end with the reason, and counted nowhere else.",
 			len(c.Docs), len(c.Skipped)),
 		Nav:    []navItem{{Label: "Cohort", Href: "index.html", Current: true}},
 		Footer: trusted(`Written by ratelab's grader from the documents listed below. Data: <a href="checks.csv">checks.csv</a> (one row per document and check), <a href="runs.csv">runs.csv</a> (one row per document and flood or storm), <a href="skipped.csv">skipped.csv</a>. Charts: Apache ECharts ` + EchartsVersion + `, loaded from <code>echarts.min.js</code> beside this page (<a href="echarts-LICENSE.txt">licence</a>, <a href="echarts-NOTICE.txt">notice</a>). Nothing is loaded from the network.`),
 	}
+	p.Facts = append(p.Facts, fact{"signatures", signatureSummary(c)})
+	p.Warnings = append(p.Warnings, signatureWarnings(c)...)
 	if len(c.Docs) == 0 {
 		p.Warnings = append(p.Warnings, "No document could be read: see the skipped files below.")
 	} else {
@@ -81,8 +83,15 @@ func cohortPage(c *Cohort) pageData {
 		p.Blocks = append(p.Blocks, documentsBlock(c))
 	}
 	skipped := &table{Class: "skipped", Head: []string{"file", "why it was skipped"}}
+	if c.Verified {
+		skipped.Head = append(skipped.Head, "signature")
+	}
 	for _, s := range c.Skipped {
-		skipped.Rows = append(skipped.Rows, []cell{{Text: s.Path, Class: "name"}, {Text: s.Reason, Class: "msg"}})
+		row := []cell{{Text: s.Path, Class: "name"}, {Text: s.Reason, Class: "msg"}}
+		if c.Verified {
+			row = append(row, signatureCell(s.Signature))
+		}
+		skipped.Rows = append(skipped.Rows, row)
 	}
 	text := "Every file that was found but not counted."
 	if len(c.Skipped) == 0 {
@@ -91,6 +100,57 @@ func cohortPage(c *Cohort) pageData {
 	}
 	p.Blocks = append(p.Blocks, block{ID: "skipped", Heading: fmt.Sprintf("Skipped files (%d)", len(c.Skipped)), Text: text, Table: skipped})
 	return p
+}
+
+// signatureSummary says in a few words whether and how the signatures were
+// checked.
+func signatureSummary(c *Cohort) string {
+	if !c.Verified {
+		return "not checked (" + results.SigningKeyEnv + " is not set)"
+	}
+	n := c.signatureCount()
+	return fmt.Sprintf("checked with %s: %d signed, %d unsigned, %d forged", results.SigningKeyEnv, n[SigSigned], n[SigUnsigned], n[SigForged])
+}
+
+// signatureWarnings name the forged files, which were not counted, and
+// count the unsigned ones, which were.
+func signatureWarnings(c *Cohort) []string {
+	if !c.Verified {
+		return nil
+	}
+	var forged []string
+	for _, s := range c.Skipped {
+		if s.Signature == SigForged {
+			forged = append(forged, s.Path)
+		}
+	}
+	var w []string
+	if len(forged) > 0 {
+		w = append(w, fmt.Sprintf("%s not counted: the signature does not match (edited after grading, or signed with another key): %s.",
+			plural(len(forged), "forged document", "forged documents"), strings.Join(forged, ", ")))
+	}
+	if n := c.signatureCount()[SigUnsigned]; n > 0 {
+		w = append(w, fmt.Sprintf("%s no signature: anyone could have written or edited %s. %s counted, and marked unsigned in the list of documents and the CSV files.",
+			plural(n, "document has", "documents have"), map[bool]string{true: "it", false: "them"}[n == 1], map[bool]string{true: "It is", false: "They are"}[n == 1]))
+	}
+	return w
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// signatureCell draws a signature verdict as a badge: signed green,
+// unsigned yellow, forged red, not checked grey.
+func signatureCell(sig string) cell {
+	badge := map[string]string{SigSigned: "pass", SigUnsigned: "error", SigForged: "fail", SigNotChecked: "skip"}[sig]
+	if badge == "" {
+		return textCell("")
+	}
+	return cell{Text: sig, Badge: badge}
 }
 
 // trusted marks markup built here, with nothing from a document in it.
@@ -407,10 +467,10 @@ func shortUnit(u string) string {
 
 // documentsBlock lists every document counted.
 func documentsBlock(c *Cohort) block {
-	t := &table{Class: "docs", Head: []string{"file", "task", "impl", "", "points", "finished", "sha256"}}
+	t := &table{Class: "docs", Head: []string{"file", "task", "impl", "", "points", "finished", "sha256", "signature"}}
 	for _, d := range c.Docs {
 		t.Rows = append(t.Rows, []cell{{Text: d.Path, Class: "name"}, textCell(d.Doc.Task), textCell(d.Doc.Impl), statusCell(d.Doc.Status),
-			numCell(points(d.Doc.Score, d.Doc.MaxScore)), textCell(timeOrEmpty(d.Doc)), {Text: d.SHA256[:12], Class: "msg"}})
+			numCell(points(d.Doc.Score, d.Doc.MaxScore)), textCell(timeOrEmpty(d.Doc)), {Text: d.SHA256[:12], Class: "msg"}, signatureCell(d.Signature)})
 	}
 	return block{ID: "docs", Heading: fmt.Sprintf("Documents (%d)", len(c.Docs)), Table: t}
 }

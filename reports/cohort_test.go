@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,8 +24,11 @@ import (
 // (empty).
 const cohortDir = "testdata/cohort"
 
+// loadTestCohort loads testdata/cohort with no signing key, whatever the
+// environment holds (a CI job may set one as a secret).
 func loadTestCohort(t *testing.T) *Cohort {
 	t.Helper()
+	t.Setenv(results.SigningKeyEnv, "")
 	c, err := LoadCohort([]string{cohortDir})
 	require.NoError(t, err)
 	return c
@@ -110,13 +114,132 @@ func TestCohortCSVRows(t *testing.T) {
 	rows, err = csv.NewReader(&b).ReadAll()
 	require.NoError(t, err)
 	assert.Equal(t, runsColumns, rows[0])
+	kind := slices.Index(runsColumns, "kind")
 	storms := 0
 	for _, r := range rows[1:] {
-		if r[5] == "storm" {
+		if r[kind] == "storm" {
 			storms++
 		}
+		assert.Equal(t, SigNotChecked, r[slices.Index(runsColumns, "signature")], "no key, no verdict")
 	}
 	assert.Equal(t, 8, storms, "two storms in each of four documents")
+}
+
+// writeDoc writes doc as dir/name/results.json.
+func writeDoc(t *testing.T, dir, name string, doc *results.Document) {
+	t.Helper()
+	require.NoError(t, results.WriteFile(filepath.Join(dir, name, "results.json"), doc, false))
+}
+
+func readTestDoc(t *testing.T, name string) *results.Document {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(cohortDir, name, "results.json"))
+	require.NoError(t, err)
+	doc, err := parseDocument(b)
+	require.NoError(t, err)
+	return doc
+}
+
+// With $RATELAB_SIGNING_KEY set, each file is signed, unsigned or forged;
+// forged files are skipped with the reason and counted nowhere, unsigned
+// ones are counted and marked. Without the key nothing is checked.
+func TestCohortSignatures(t *testing.T) {
+	const key = "instructor-secret"
+	dir := t.TempDir()
+	alice := readTestDoc(t, "alice")
+	require.NoError(t, results.Sign(alice, []byte(key)))
+	writeDoc(t, dir, "alice", alice)               // signed
+	writeDoc(t, dir, "bob", readTestDoc(t, "bob")) // unsigned
+	mallory := readTestDoc(t, "carol")
+	require.NoError(t, results.Sign(mallory, []byte(key)))
+	mallory.Score = mallory.MaxScore // edited after signing
+	writeDoc(t, dir, "mallory", mallory)
+	trent := readTestDoc(t, "dave")
+	require.NoError(t, results.Sign(trent, []byte("another key")))
+	writeDoc(t, dir, "trent", trent)
+
+	t.Setenv(results.SigningKeyEnv, key)
+	c, err := LoadCohort([]string{dir})
+	require.NoError(t, err)
+	assert.True(t, c.Verified)
+	sigs := map[string]string{}
+	for _, d := range c.Docs {
+		sigs[filepath.Base(filepath.Dir(d.Path))] = d.Signature
+	}
+	assert.Equal(t, map[string]string{"alice": SigSigned, "bob": SigUnsigned}, sigs, "forged documents are not counted")
+	require.Len(t, c.Skipped, 2)
+	for i, name := range []string{"mallory", "trent"} {
+		s := c.Skipped[i]
+		assert.Equal(t, name, filepath.Base(filepath.Dir(s.Path)))
+		assert.Equal(t, SigForged, s.Signature)
+		assert.Equal(t, "forged: "+results.ErrForged.Error(), s.Reason)
+	}
+
+	// The CSV files: a signature column, forged files only in skipped.csv.
+	files, err := renderCohort(c)
+	require.NoError(t, err)
+	checks, err := csv.NewReader(bytes.NewReader(files["checks.csv"])).ReadAll()
+	require.NoError(t, err)
+	col := slices.Index(checks[0], "signature")
+	require.Positive(t, col)
+	seen := map[string]bool{}
+	for _, r := range checks[1:] {
+		assert.NotContains(t, r[0], "mallory")
+		assert.NotContains(t, r[0], "trent")
+		seen[filepath.Base(filepath.Dir(r[0]))+" "+r[col]] = true
+	}
+	assert.Equal(t, map[string]bool{"alice signed": true, "bob unsigned": true}, seen)
+	runs, err := csv.NewReader(bytes.NewReader(files["runs.csv"])).ReadAll()
+	require.NoError(t, err)
+	for _, r := range runs[1:] {
+		assert.Contains(t, []string{SigSigned, SigUnsigned}, r[slices.Index(runs[0], "signature")])
+	}
+	skipped, err := csv.NewReader(bytes.NewReader(files["skipped.csv"])).ReadAll()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"file", "reason", "signature"}, skipped[0])
+	require.Len(t, skipped, 3)
+	assert.Equal(t, SigForged, skipped[1][2])
+
+	// The page: the verdict on each file, the forged ones named in a
+	// warning, the statistics over the two counted documents only.
+	page := cohortPage(c)
+	assert.Contains(t, page.Facts, fact{"signatures", "checked with RATELAB_SIGNING_KEY: 1 signed, 1 unsigned, 2 forged"})
+	require.Len(t, page.Warnings, 2)
+	assert.Contains(t, page.Warnings[0], "2 forged documents not counted")
+	assert.Contains(t, page.Warnings[0], filepath.Join(dir, "mallory", "results.json"))
+	assert.Contains(t, page.Warnings[1], "1 document has no signature")
+	for _, b := range page.Blocks {
+		switch b.ID {
+		case "scores":
+			assert.Contains(t, b.Plot.Caption, "over 2 documents")
+		case "docs":
+			require.Len(t, b.Table.Rows, 2)
+			last := len(b.Table.Rows[0]) - 1
+			assert.Equal(t, cell{Text: SigSigned, Badge: "pass"}, b.Table.Rows[0][last])
+			assert.Equal(t, cell{Text: SigUnsigned, Badge: "error"}, b.Table.Rows[1][last])
+		case "skipped":
+			require.Len(t, b.Table.Rows, 2)
+			assert.Equal(t, cell{Text: SigForged, Badge: "fail"}, b.Table.Rows[0][2])
+		}
+	}
+	html := string(files["index.html"])
+	for _, want := range []string{`<span class="badge fail">forged</span>`, `<span class="badge pass">signed</span>`, `<span class="badge error">unsigned</span>`, "forged: results signature does not match"} {
+		assert.Contains(t, html, want)
+	}
+
+	// Without the key nothing is checked and every document counts.
+	t.Setenv(results.SigningKeyEnv, "")
+	c, err = LoadCohort([]string{dir})
+	require.NoError(t, err)
+	assert.False(t, c.Verified)
+	require.Len(t, c.Docs, 4)
+	assert.Empty(t, c.Skipped)
+	for _, d := range c.Docs {
+		assert.Equal(t, SigNotChecked, d.Signature)
+	}
+	page = cohortPage(c)
+	assert.Contains(t, page.Facts, fact{"signatures", "not checked (RATELAB_SIGNING_KEY is not set)"})
+	assert.Empty(t, page.Warnings)
 }
 
 func TestCohortOutliers(t *testing.T) {
@@ -168,7 +291,7 @@ func TestWriteCohort(t *testing.T) {
 	assert.NotContains(t, page, "go-echarts.github.io")
 
 	// No documents: the page says so and lists what was skipped.
-	c := &Cohort{Skipped: []Skipped{{"x/results.json", "empty file"}}}
+	c := &Cohort{Skipped: []Skipped{{Path: "x/results.json", Reason: "empty file"}}}
 	files, err := renderCohort(c)
 	require.NoError(t, err)
 	assert.Contains(t, string(files["index.html"]), "No document could be read")

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"html"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,15 +27,27 @@ func testDoc(t testing.TB) *results.Document {
 	return doc
 }
 
-func TestWriteHTMLFiles(t *testing.T) {
-	dir := t.TempDir()
-	require.NoError(t, WriteHTML(dir, testDoc(t)))
-	for _, name := range []string{"index.html", "task1.html", "task2.html", "task3.html", "echarts.min.js", "echarts-LICENSE.txt", "echarts-NOTICE.txt", "echarts-LICENSE-d3.txt"} {
-		assert.FileExists(t, filepath.Join(dir, name))
-	}
-	// Nothing may point off the machine: every src and href is relative.
+// testDocFile reads a document from testdata: task4.json (a real task 4
+// run, its amplifier's server samples thinned to one every 500 ms) or
+// task7.json (a real task 7 run, its scenarios' samples thinned likewise).
+func testDocFile(t testing.TB, name string) *results.Document {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", name))
+	require.NoError(t, err)
+	defer f.Close()
+	doc, err := ReadDocument(f)
+	require.NoError(t, err)
+	return doc
+}
+
+// assertOffline checks every page in dir: nothing may point off the
+// machine (every src and href is relative), and no function marker of
+// go-echarts is left in.
+func assertOffline(t *testing.T, dir string) {
+	t.Helper()
 	attr := regexp.MustCompile(`(?i)\b(src|href)\s*=\s*"([^"]*)"`)
 	pages, _ := filepath.Glob(filepath.Join(dir, "*.html"))
+	require.NotEmpty(t, pages)
 	for _, p := range pages {
 		b, err := os.ReadFile(p)
 		require.NoError(t, err)
@@ -44,6 +57,15 @@ func TestWriteHTMLFiles(t *testing.T) {
 		assert.NotContains(t, string(b), "go-echarts.github.io", "%s names the remote asset host", filepath.Base(p))
 		assert.NotContains(t, string(b), "__f__", "%s: function markers left in", filepath.Base(p))
 	}
+}
+
+func TestWriteHTMLFiles(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, WriteHTML(dir, testDoc(t)))
+	for _, name := range []string{"index.html", "task1.html", "task2.html", "task3.html", "echarts.min.js", "echarts-LICENSE.txt", "echarts-NOTICE.txt", "echarts-LICENSE-d3.txt"} {
+		assert.FileExists(t, filepath.Join(dir, name))
+	}
+	assertOffline(t, dir)
 	index, err := os.ReadFile(filepath.Join(dir, "index.html"))
 	require.NoError(t, err)
 	for _, want := range []string{`href="task1.html"`, `href="task3.html"`, "fairness: the interactive client is served beside a backfill", "go1.26"} {
@@ -51,16 +73,79 @@ func TestWriteHTMLFiles(t *testing.T) {
 	}
 }
 
+// Task 4's storms are not floods: its page draws them from the document's
+// storms, on one time axis, with the amplifier's received rate.
+func TestWriteHTMLStorms(t *testing.T) {
+	doc := testDocFile(t, "task4.json")
+	require.Empty(t, doc.Runs, "task 4 has storms, no floods")
+	dir := t.TempDir()
+	require.NoError(t, WriteHTML(dir, doc))
+	assertOffline(t, dir)
+	b, err := os.ReadFile(filepath.Join(dir, "task4.html"))
+	require.NoError(t, err)
+	page := html.UnescapeString(string(b))
+	assertContainsAll(t, "task4.html", page,
+		`id="t4_sends"`, `id="t4_time"`, `id="t4_amplify"`,
+		"Sends per 250 ms", "no jitter: 3448 attempts, last client done 31.7 s, 93% of bins empty",
+		"(93% of the bins empty)", "ideal 5 s", "storm 400, no jitter, Retry-After honoured",
+		"offered 100/s", "then 359/s in the second half (3.6× the offered 100/s)",
+		"amplifier: a 10% budget keeps retries near the offered load", "comes closest, 1.6 s sooner than jitter alone with 3.1× fewer attempts",
+	)
+	assert.False(t, strings.Contains(page, "No floods"), "task 4's page draws its storms")
+	for _, id := range []string{"t4_sends", "t4_time", "t4_amplify"} {
+		assert.Equal(t, 1, strings.Count(page, "show("+strconvQuote(id)+", "), "%s is drawn once", id)
+	}
+
+	// Without storms the page says so instead of drawing empty charts.
+	doc.Storms = nil
+	files, err := renderHTML(doc)
+	require.NoError(t, err)
+	assertContainsAll(t, "task4.html", string(files["task4.html"]), "No floods")
+	assert.False(t, strings.Contains(string(files["task4.html"]), `id="t4_sends"`), "no storms, no storm chart")
+}
+
+// Task 7's page draws both scenarios: in flight, heap and dependency calls
+// over time with the dead window shaded, the clients' outcomes and waits.
+func TestWriteHTMLBreaker(t *testing.T) {
+	doc := testDocFile(t, "task7.json")
+	require.Len(t, doc.Scenarios, 2)
+	dir := t.TempDir()
+	require.NoError(t, WriteHTML(dir, doc))
+	assertOffline(t, dir)
+	b, err := os.ReadFile(filepath.Join(dir, "task7.html"))
+	require.NoError(t, err)
+	page := html.UnescapeString(string(b))
+	assertContainsAll(t, "task7.html", page,
+		`id="t7_inflight"`, `id="t7_heap"`, `id="t7_dependency"`, `id="t7_outcomes"`, `id="t7_latency"`,
+		"dependency dead", "Little's Law: 100/s arriving × 10 s waiting = 1,000 requests stuck without a breaker, and the service held 1000 at once; with the breaker it never held more than 25",
+		"the heap reached 80 MB without a breaker, 6 MB with it", "1,000 calls into silence", "25 calls reached it while it was dead",
+		"1000 failed after the service's 10 s wait without a breaker, 1039 failed fast with it", "it closed again 0.75 s after the dependency came back", "503 failed fast (circuit open)",
+		"a failure took a median of 10.0 s", "Little's Law: 100/s × 10 s = 1,000",
+	)
+}
+
+// assertContainsAll checks that page holds every string, naming only the
+// missing ones (a page is too long to print).
+func assertContainsAll(t *testing.T, name, page string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		assert.True(t, strings.Contains(page, w), "%s does not contain %q", name, w)
+	}
+}
+
+func strconvQuote(s string) string { return `"` + s + `"` }
+
 // The same document gives the same bytes: chart ids are fixed and the
 // model's lines do not depend on scheduling.
 func TestWriteHTMLDeterministic(t *testing.T) {
-	doc := testDoc(t)
-	a, err := renderHTML(doc)
-	require.NoError(t, err)
-	b, err := renderHTML(doc)
-	require.NoError(t, err)
-	for name := range a {
-		assert.Equal(t, string(a[name]), string(b[name]), name)
+	for _, doc := range []*results.Document{testDoc(t), testDocFile(t, "task4.json"), testDocFile(t, "task7.json")} {
+		a, err := renderHTML(doc)
+		require.NoError(t, err)
+		b, err := renderHTML(doc)
+		require.NoError(t, err)
+		for name := range a {
+			assert.Equal(t, string(a[name]), string(b[name]), name)
+		}
 	}
 }
 

@@ -26,7 +26,9 @@ var Outcomes = []Outcome{OutcomeOK, OutcomeTooMany, OutcomeUnavailable, OutcomeT
 // Run is one open-loop flood: what was offered, what came back, and what
 // the server observed while it happened.
 type Run struct {
-	Name       string  `json:"name"`
+	Name string `json:"name"`
+	// Task is the task that ran the flood, such as "task2".
+	Task       string  `json:"task,omitempty"`
 	Target     string  `json:"target"`      // base URL flooded, always loopback
 	OfferedRPS float64 `json:"offered_rps"` // λ, requests per second
 	DurationS  float64 `json:"duration_s"`  // how long requests were sent

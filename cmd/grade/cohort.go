@@ -25,6 +25,11 @@ storms) with their outliers, as HTML, and the data as CSV: checks.csv (one
 row per file and check), runs.csv (one row per file and flood or storm) and
 skipped.csv. See docs/REPORTS.md for the columns.
 
+With RATELAB_SIGNING_KEY set (the key the class's CI signed with), every
+file's signature is checked: unsigned files are marked, and forged ones
+(edited after grading, or signed with another key) are skipped and never
+counted.
+
 Each DIR is a results.json file, or a folder searched recursively for files
 named results.json. Files that are malformed, truncated, of another schema
 or byte-for-byte copies of one already read are skipped with the reason:
