@@ -184,7 +184,7 @@ Exit codes: 0 pass, 1 fail, 2 usage or bad input, 3 the grader itself failed.
 
 // commandOrder ranks commands for the help list: the tasks first, in order,
 // then grading everything, then the tools, then help.
-var commandOrder = []string{"all", "list", "hint", "report", "cohort", "serve", "flood", "help"}
+var commandOrder = []string{"all", "watch", "list", "hint", "report", "cohort", "serve", "flood", "help"}
 
 // sortedCommands returns the commands in help order.
 func sortedCommands() []*command {
