@@ -237,13 +237,16 @@ func (s *Server) Panics() string { return s.c.panics() }
 var exerciseTags = []string{"ratelab_ex_shedding", "ratelab_ex_bucket", "ratelab_ex_retry", "ratelab_ex_breaker", "ratelab_ex_llmclient", "ratelab_ex_redisbucket"}
 
 // BuildTool compiles ./cmd/name (fakegpu, storm, breaker, ...) with impl's
-// code for every task, into a temporary folder that cleanup removes.
+// code for every task, into a temporary folder that cleanup removes. In a
+// tree without solutions/ (a learner template) Solutions builds the
+// learner's code: callers that let a user ask for the reference should
+// check HasSolutions first.
 func BuildTool(ctx context.Context, root string, impl Impl, name string) (bin string, cleanup func(), err error) {
 	tmp, err := os.MkdirTemp("", "ratelab-"+name+"-*")
 	if err != nil {
 		return "", nil, err
 	}
-	var tags []string
+	tags := referenceTags(root, nil) // Solutions: the reference, where there is one
 	if impl == Exercises {
 		tags = exerciseTags
 	}

@@ -123,12 +123,14 @@ func (g *grading) maySkip(st string) bool {
 }
 
 // server builds cmd/fakegpu with the graded tree's code for this task's
-// package (the reference for everything else) and returns the binary.
+// package (the reference for everything else, or the learner's code where
+// the tree has no reference) and returns the binary.
 func (g *grading) server(ctx context.Context) (string, error) {
 	var tags []string
 	if g.opts.Impl == Exercises {
 		tags = []string{"ratelab_ex_" + g.task.Unit.Package}
 	}
+	tags = referenceTags(g.opts.Root, tags) // no solutions/: the learner's code for every task
 	overlay, err := writeOverlay(g.tmp, g.opts.Root, g.opts.Replace)
 	if err != nil {
 		return "", err

@@ -106,7 +106,7 @@ func gradeTask4(ctx context.Context, g *grading) error {
 }
 
 // task4Binaries builds the storm client with the graded retry loop, and the
-// reference shedding server.
+// reference shedding server (the learner's, in a tree without solutions/).
 func (g *grading) task4Binaries(ctx context.Context) (storm, server string, err error) {
 	overlay, err := writeOverlay(g.tmp, g.opts.Root, g.opts.Replace)
 	if err != nil {
@@ -116,10 +116,10 @@ func (g *grading) task4Binaries(ctx context.Context) (storm, server string, err 
 	if g.opts.Impl == Exercises {
 		tags = []string{"ratelab_ex_retry"}
 	}
-	if storm, err = buildCmd(ctx, g.opts.Root, g.tmp, "storm", tags, overlay); err != nil {
+	if storm, err = buildCmd(ctx, g.opts.Root, g.tmp, "storm", referenceTags(g.opts.Root, tags), overlay); err != nil {
 		return "", "", err
 	}
-	server, err = buildServer(ctx, g.opts.Root, g.tmp, nil, "")
+	server, err = buildServer(ctx, g.opts.Root, g.tmp, referenceTags(g.opts.Root, nil), "")
 	return storm, server, err
 }
 

@@ -52,7 +52,7 @@ func gradeTask5(ctx context.Context, g *grading) error {
 		if g.opts.Impl == Exercises {
 			tags = []string{"ratelab_ex_llmclient"}
 		}
-		bin, err := buildCmd(ctx, g.opts.Root, g.tmp, "judge", tags, overlay)
+		bin, err := buildCmd(ctx, g.opts.Root, g.tmp, "judge", referenceTags(g.opts.Root, tags), overlay)
 		if err == nil {
 			return judgeTask5(ctx, g, bin)
 		}

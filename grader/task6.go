@@ -52,7 +52,7 @@ func gradeTask6(ctx context.Context, g *grading) error {
 		if err != nil {
 			return err
 		}
-		bin, err := buildServer(ctx, g.opts.Root, g.tmp, tags, overlay)
+		bin, err := buildServer(ctx, g.opts.Root, g.tmp, referenceTags(g.opts.Root, tags), overlay)
 		if err == nil {
 			return floodTask6(ctx, g, bin)
 		}

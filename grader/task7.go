@@ -79,7 +79,7 @@ func (g *grading) breakerBinary(ctx context.Context) (string, error) {
 	if g.opts.Impl == Exercises {
 		tags = []string{"ratelab_ex_breaker"}
 	}
-	return buildCmd(ctx, g.opts.Root, g.tmp, "breaker", tags, overlay)
+	return buildCmd(ctx, g.opts.Root, g.tmp, "breaker", referenceTags(g.opts.Root, tags), overlay)
 }
 
 // runScenario runs the breaker binary once and decodes its result.

@@ -114,10 +114,13 @@ func TestInterruptedTaskWritesPartialResults(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	time.AfterFunc(1500*time.Millisecond, cancel) // as Ctrl-C would
+	time.AfterFunc(5*time.Second, cancel) // as Ctrl-C would, after the calibration (about 3 s)
 	start := time.Now()
-	code, _, errOut := runCapture(t, ctx, "task1", "--out", dir)
-	assert.Less(t, time.Since(start), 10*time.Second, "stops promptly")
+	code, out, errOut := runCapture(t, ctx, "task1", "--out", dir)
+	if strings.Contains(out, "calibration: ") && strings.Contains(out, "NOT OK") {
+		t.Skip("the machine is too busy for floods (calibration failed), so there is no flood to interrupt")
+	}
+	assert.Less(t, time.Since(start), 15*time.Second, "stops promptly")
 	assert.Equal(t, exitFail, code, errOut)
 	assert.Contains(t, errOut, "interrupted")
 	f, err := os.Open(filepath.Join(dir, "results.json"))

@@ -112,6 +112,9 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	if impl == grader.Solutions && !grader.HasSolutions(root) {
+		return usagef("--solutions: this tree has no solutions/ (a learner template); grade your exercises without it")
+	}
 	cal, err := grader.Calibrate(ctx)
 	if err != nil {
 		return fmt.Errorf("calibrate the load generator: %w", err)
