@@ -109,6 +109,11 @@ func (g *grading) floodWorkers(ctx context.Context, bin string, o harness.Option
 	g.logf("  flooding %s: %g req/s for %s against %d workers (%v) ...", o.Name, o.Rate, o.Duration, task6Workers, args)
 	run, err := harness.Flood(ctx, o)
 	if run != nil {
+		for _, f := range each {
+			if st, serr := f(ctx); serr == nil {
+				run.Workers = append(run.Workers, st)
+			}
+		}
 		run.Server = fmt.Sprintf("%d workers: %v", task6Workers, args)
 		if p := w.Panics(); p != "" {
 			run.Warnings = append(run.Warnings, "a worker logged: "+p)

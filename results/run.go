@@ -67,6 +67,10 @@ type Run struct {
 	// answers, by outcome.
 	RetryAfter map[Outcome]*RetryAfterStats `json:"retry_after,omitempty"`
 
+	// Workers holds each server worker's own final /stats, when the flood
+	// hit several workers sharing one port (task 6).
+	Workers []fakegpu.Stats `json:"workers,omitempty"`
+
 	// Predicted holds the model's figures for this run, keyed like the
 	// measured ones ("ok", "p99_ms", ...), for tables and reports.
 	Predicted map[string]float64 `json:"predicted,omitempty"`
