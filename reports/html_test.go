@@ -124,6 +124,23 @@ func TestWriteHTMLBreaker(t *testing.T) {
 	)
 }
 
+// Task 5's page draws the judge's strategies; task 6's the workers' counts.
+func TestWriteHTMLJudgeAndWorkers(t *testing.T) {
+	for name, wants := range map[string][]string{
+		"task5": {`id="t5_outcome"`, `id="t5_time"`, `id="t5_requests"`, "naive lost 1,653 of 2,000 (83%)",
+			"The polite client finishes all 2,000 in 1.01× the minimum of 15 s (bound by input tokens) with no 429s"},
+		"task6": {`id="t6_workers"`, `id="t6_timeline"`, "each worker's own bound = the shared bound: 720",
+			"every worker admits its own ~720 (716 to 719), 2,870 in all: 4.0× the limit", "with one bucket in Redis the four share 719"},
+	} {
+		dir := t.TempDir()
+		require.NoError(t, WriteHTML(dir, testDocFile(t, name+".json")))
+		assertOffline(t, dir)
+		b, err := os.ReadFile(filepath.Join(dir, name+".html"))
+		require.NoError(t, err)
+		assertContainsAll(t, name+".html", html.UnescapeString(string(b)), wants...)
+	}
+}
+
 // assertContainsAll checks that page holds every string, naming only the
 // missing ones (a page is too long to print).
 func assertContainsAll(t *testing.T, name, page string, wants ...string) {
@@ -138,7 +155,7 @@ func strconvQuote(s string) string { return `"` + s + `"` }
 // The same document gives the same bytes: chart ids are fixed and the
 // model's lines do not depend on scheduling.
 func TestWriteHTMLDeterministic(t *testing.T) {
-	for _, doc := range []*results.Document{testDoc(t), testDocFile(t, "task4.json"), testDocFile(t, "task7.json")} {
+	for _, doc := range []*results.Document{testDoc(t), testDocFile(t, "task4.json"), testDocFile(t, "task5.json"), testDocFile(t, "task6.json"), testDocFile(t, "task7.json")} {
 		a, err := renderHTML(doc)
 		require.NoError(t, err)
 		b, err := renderHTML(doc)
