@@ -211,29 +211,10 @@ func amplifyTask4(ctx context.Context, g *grading, stormBin string) (naive, budg
 		in.Close()
 		out[i] = st
 		g.doc.Storms = append(g.doc.Storms, st)
-		first, second := receivedRate(st, 0, 5), receivedRate(st, 5, 10)
+		first, second := st.ReceivedRate(0, 5), st.ReceivedRate(5, 10)
 		g.logf("    calls %d, attempts %d, server received %.0f/s then %.0f/s, succeeded %d", st.Clients, st.Attempts, first, second, st.Succeeded)
 	}
 	return out[0], out[1], nil
-}
-
-// receivedRate returns the attempts per second the server counted between
-// from and to seconds after the start, from its own /stats samples.
-func receivedRate(st *results.Storm, from, to float64) float64 {
-	at := func(t float64) (float64, bool) {
-		for _, s := range st.ServerSamples {
-			if s.TS >= t {
-				return float64(s.Stats.Received), true
-			}
-		}
-		return 0, false
-	}
-	a, ok1 := at(from)
-	b, ok2 := at(to)
-	if !ok1 || !ok2 || to <= from {
-		return 0
-	}
-	return (b - a) / (to - from)
 }
 
 func checkTask4Storms(g *grading, s []*results.Storm) {
@@ -297,7 +278,7 @@ func checkTask4Storms(g *grading, s []*results.Storm) {
 }
 
 func checkTask4Amplify(g *grading, naive, budget *results.Storm) {
-	second := receivedRate(naive, 5, naive.DurationS)
+	second := naive.ReceivedRate(5, naive.DurationS)
 	g.check(results.Check{
 		Name: "amplifier: immediate retries multiply the load", MaxScore: 1,
 		Message: fmt.Sprintf("100 calls/s, each retried at once up to 3 times: the server received %.0f attempts/s in the second half of the flood; want ≥ %.0f/s (%.1f×): every attempt times out in a line that never recovers, and is sent again",

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"ratelab/fakegpu"
 )
 
 func sampleDoc() *Document {
@@ -117,4 +119,16 @@ func TestSignVerify(t *testing.T) {
 	assert.ErrorIs(t, Verify(d, []byte("another key")), ErrForged)
 	d.Score = d.MaxScore // a learner raising their own score
 	assert.ErrorIs(t, Verify(d, key), ErrForged)
+}
+
+func TestReceivedRate(t *testing.T) {
+	st := &Storm{ServerSamples: []Sample{
+		{TS: 0, Stats: fakegpu.Stats{Received: 0}},
+		{TS: 1, Stats: fakegpu.Stats{Received: 100}},
+		{TS: 2, Stats: fakegpu.Stats{Received: 400}},
+	}}
+	assert.Equal(t, 200.0, st.ReceivedRate(0, 2))
+	assert.Equal(t, 300.0, st.ReceivedRate(1, 2))
+	assert.Zero(t, st.ReceivedRate(1, 5), "samples that end too soon give 0")
+	assert.Zero(t, st.ReceivedRate(2, 1))
 }

@@ -228,3 +228,23 @@ type ScenarioSample struct {
 	HeapMB          float64 `json:"heap_mb"`
 	DependencyCalls int64   `json:"dependency_calls"`
 }
+
+// ReceivedRate returns the attempts per second the server counted between
+// from and to seconds after the start, from its own samples, or 0 if the
+// samples do not cover that span.
+func (st *Storm) ReceivedRate(from, to float64) float64 {
+	at := func(t float64) (float64, bool) {
+		for _, s := range st.ServerSamples {
+			if s.TS >= t {
+				return float64(s.Stats.Received), true
+			}
+		}
+		return 0, false
+	}
+	a, ok1 := at(from)
+	b, ok2 := at(to)
+	if !ok1 || !ok2 || to <= from {
+		return 0
+	}
+	return (b - a) / (to - from)
+}

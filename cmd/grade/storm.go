@@ -117,7 +117,7 @@ counted.`,
 				}
 				var perSecond []string
 				for t := 1; t <= 12; t++ {
-					perSecond = append(perSecond, fmt.Sprintf("%.0f", received(st.ServerSamples, float64(t-1), float64(t))))
+					perSecond = append(perSecond, fmt.Sprintf("%.0f", st.ReceivedRate(float64(t-1), float64(t))))
 				}
 				fmt.Fprintf(stdout, "calls %d  attempts %d  succeeded %d  gave up %d\nattempts the server received per second: %s\n",
 					st.Clients, st.Attempts, st.Succeeded, st.Failed, strings.Join(perSecond, " "))
@@ -161,24 +161,6 @@ answers), with a 10 s timeout. Without a breaker the service piles up about
 			}
 		},
 	})
-}
-
-// received returns the attempts per second the server counted between two
-// times, from its stats samples.
-func received(samples []results.Sample, from, to float64) float64 {
-	var a, b *results.Sample
-	for i := range samples {
-		if a == nil && samples[i].TS >= from {
-			a = &samples[i]
-		}
-		if b == nil && samples[i].TS >= to {
-			b = &samples[i]
-		}
-	}
-	if a == nil || b == nil {
-		return 0
-	}
-	return float64(b.Stats.Received-a.Stats.Received) / (to - from)
 }
 
 func implFlag(solutions bool) grader.Impl {
