@@ -1,5 +1,7 @@
 package provider
 
+import "time"
+
 // JudgeSchema names the format of the document cmd/judge prints.
 const JudgeSchema = "ratelab.judge/v1"
 
@@ -74,6 +76,9 @@ type StrategyResult struct {
 	TimedOut bool `json:"timed_out"`
 	// Client is what the strategy's calls returned, for information only.
 	Client ClientTally `json:"client"`
+	// Timeline is when the strategy's calls returned, on the judge's own
+	// clock. Reports before it was recorded have none.
+	Timeline *Timeline `json:"timeline,omitempty"`
 	// Server is the API's full count for Key.
 	Server KeyStats `json:"server"`
 	// Error, if set, says why the strategy could not run or finish
@@ -88,4 +93,66 @@ type ClientTally struct {
 	Unfinished int `json:"unfinished"` // still running at the time limit
 	// Errors counts the errors by kind, such as "429 rate_limit_error".
 	Errors map[string]int `json:"errors,omitempty"`
+}
+
+// TimelineBin is the width of a Timeline's bins: a quarter of a second,
+// as the floods' and storms' timelines. The shortest job (the cached one,
+// about 5 s) still gets some twenty points, and sleep1's waves, a second
+// apart, show as steps.
+const TimelineBin = 250 * time.Millisecond
+
+// MaxTimelineBins is the most bins a Timeline holds: five minutes of
+// TimelineBin. A longer run doubles its bins' width until they fit, so the
+// document stays small at any time limit.
+const MaxTimelineBins = 1200
+
+// A Timeline counts one strategy's calls by when they returned, measured
+// by the judge from the strategy's first request: bin k holds the calls
+// that returned in [k·BinMS, (k+1)·BinMS) milliseconds. OK counts calls
+// that returned a message, Failed those that returned an error (nil when
+// none did); calls still running at the time limit are in neither. The
+// running sum of OK is the number of judgments done over time. It is for
+// the report: no check relies on it.
+type Timeline struct {
+	BinMS  float64 `json:"bin_ms"`
+	OK     []int64 `json:"ok"`
+	Failed []int64 `json:"failed,omitempty"`
+}
+
+// NewTimeline bins ok and failed, the times after the strategy's first
+// request at which its calls returned a message or an error, in bins of
+// TimelineBin, or of TimelineBin doubled as often as it takes to fit in
+// MaxTimelineBins. A time below zero counts in the first bin. It returns
+// nil when there is no time at all.
+func NewTimeline(ok, failed []time.Duration) *Timeline {
+	if len(ok) == 0 && len(failed) == 0 {
+		return nil
+	}
+	last := time.Duration(0)
+	for _, d := range ok {
+		last = max(last, d)
+	}
+	for _, d := range failed {
+		last = max(last, d)
+	}
+	bin := TimelineBin
+	for last/bin+1 > MaxTimelineBins {
+		bin *= 2
+	}
+	n := int(last/bin) + 1
+	count := func(at []time.Duration) []int64 {
+		if len(at) == 0 {
+			return nil
+		}
+		c := make([]int64, n)
+		for _, d := range at {
+			c[max(0, int(d/bin))]++
+		}
+		return c
+	}
+	tl := &Timeline{BinMS: float64(bin) / float64(time.Millisecond), OK: count(ok), Failed: count(failed)}
+	if tl.OK == nil {
+		tl.OK = make([]int64, n)
+	}
+	return tl
 }

@@ -1,16 +1,19 @@
 package reports
 
 import (
+	"encoding/json"
 	"html"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"ratelab/provider"
 	"ratelab/results"
 )
 
@@ -28,8 +31,12 @@ func testDoc(t testing.TB) *results.Document {
 }
 
 // testDocFile reads a document from testdata: task4.json (a real task 4
-// run, its amplifier's server samples thinned to one every 500 ms) or
-// task7.json (a real task 7 run, its scenarios' samples thinned likewise).
+// run, its amplifier's server samples thinned to one every 500 ms),
+// task5.json (a real task 5 run from before the judge recorded timelines,
+// with timelines added: synthesized from each strategy's totals, wall time
+// and the shapes the judge measures, such as sleep1's waves a second
+// apart), or task7.json (a real task 7 run, its scenarios' samples thinned
+// likewise).
 func testDocFile(t testing.TB, name string) *results.Document {
 	t.Helper()
 	f, err := os.Open(filepath.Join("testdata", name))
@@ -127,8 +134,11 @@ func TestWriteHTMLBreaker(t *testing.T) {
 // Task 5's page draws the judge's strategies; task 6's the workers' counts.
 func TestWriteHTMLJudgeAndWorkers(t *testing.T) {
 	for name, wants := range map[string][]string{
-		"task5": {`id="t5_outcome"`, `id="t5_time"`, `id="t5_requests"`, "naive lost 1,653 of 2,000 (83%)",
-			"The polite client finishes all 2,000 in 1.01× the minimum of 15 s (bound by input tokens) with no 429s"},
+		"task5": {`id="t5_outcome"`, `id="t5_time"`, `id="t5_timeline"`, `id="t5_requests"`, "naive lost 1,653 of 2,000 (83%)",
+			"The polite client finishes all 2,000 in 1.01× the minimum of 15 s (bound by input tokens) with no 429s",
+			"counted by the judge in bins of 250 ms", "naive levels off at 347 of 2,000; sleep1 is done at 24.2 s (minimum 15 s); polite is done at 15.2 s (minimum 15 s); polite-cached is done at 5.3 s (minimum 5 s).",
+			"sleep1 averages 83 judgments/s where the limits allow 133/s",
+			`"name":"minimum 15 s (input tokens)"`, `"name":"minimum 5 s (requests)"`, `"name":"naive · failed"`},
 		"task6": {`id="t6_workers"`, `id="t6_timeline"`, "each worker's own bound = the shared bound: 720",
 			"every worker admits its own ~720 (716 to 719), 2,870 in all: 4.0× the limit", "with one bucket in Redis the four share 719"},
 	} {
@@ -139,6 +149,50 @@ func TestWriteHTMLJudgeAndWorkers(t *testing.T) {
 		require.NoError(t, err)
 		assertContainsAll(t, name+".html", html.UnescapeString(string(b)), wants...)
 	}
+}
+
+// Task 5's chart of judgments over time draws the cumulative sums of the
+// judge's timeline, ends at the wall time, and is left out, with a note, for
+// a judge report from before timelines were recorded.
+func TestWriteHTMLJudgeTimeline(t *testing.T) {
+	doc := testDocFile(t, "task5.json")
+	var rep provider.JudgeReport
+	require.NoError(t, json.Unmarshal(doc.Judge, &rep))
+	b := judgeTimelineBlock("t5_timeline", rep.Strategies)
+	require.NotNil(t, b.Plot)
+	opt := string(b.Plot.Option)
+	// polite: 17 in the first 250 ms, 2,000 at its wall time of 15.158 s.
+	assertContainsAll(t, "the option", opt, `"name":"polite","type":"line"`, `{"value":[0,0]},{"value":[0.25,17]},{"value":[0.5,51]}`, `{"value":[15.16,2000]}]`, `"name":"judgments done (cumulative)"`,
+		`"name":"time since the strategy's first request (s)"`, `"max":2000`)
+
+	for _, st := range rep.Strategies {
+		require.NotNil(t, st.Timeline, st.Name)
+		data, sum, _ := cumulative(st.Timeline.OK, st.Timeline.BinMS/1000, st.WallSeconds)
+		assert.Equal(t, st.Client.OK, int(sum), "%s: the timeline holds every call that returned a message", st.Name)
+		assert.Len(t, data, len(st.Timeline.OK)+1)
+	}
+
+	// A strategy without a timeline (one that could not start) is named.
+	some := slices.Clone(rep.Strategies)
+	some[2].Timeline = nil
+	b = judgeTimelineBlock("t5_timeline", some)
+	require.NotNil(t, b.Plot)
+	assert.Contains(t, b.Text, "No timeline for polite.")
+	assert.NotContains(t, string(b.Plot.Option), `"name":"polite","type":"line"`)
+
+	for i := range rep.Strategies {
+		rep.Strategies[i].Timeline = nil
+	}
+	raw, err := json.Marshal(rep)
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), `"timeline"`)
+	doc.Judge = raw
+	files, err := renderHTML(doc)
+	require.NoError(t, err)
+	page := html.UnescapeString(string(files["task5.html"]))
+	assertContainsAll(t, "task5.html without timelines", page, `id="t5_outcome"`, `id="t5_time"`, `id="t5_requests"`,
+		"Judgments done over time", "This report holds no timeline of the judgments")
+	assert.NotContains(t, page, `id="t5_timeline"`, "no timeline, no chart")
 }
 
 // assertContainsAll checks that page holds every string, naming only the

@@ -3,6 +3,8 @@ package reports
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 
 	"github.com/go-echarts/go-echarts/v2/charts"
@@ -36,6 +38,7 @@ func buildTask5(s *site, _ []*results.Run) []block {
 	return []block{
 		judgeOutcomeBlock("t5_outcome", sts),
 		judgeTimeBlock("t5_time", sts),
+		judgeTimelineBlock("t5_timeline", sts),
 		judgeRequestsBlock("t5_requests", sts),
 		{ID: "t5_table", Heading: "The strategies", Table: judgeTable(sts),
 			Text: fmt.Sprintf("The API's counts per strategy key. The job: %d judgments of %d prompt tokens, %d of them the shared instructions; the API allows %s requests and %s input tokens a minute.",
@@ -134,6 +137,124 @@ func judgeTimeBlock(id string, sts []provider.StrategyResult) block {
 	return block{ID: id, Heading: "Wall time against the theoretical minimum",
 		Text: "From each strategy's first request to its last answer, beside the least the limits allow: the job's requests over the request rate, or its uncached input tokens over the input-token rate, whichever is longer.",
 		Plot: &p}
+}
+
+// judgeTimelineBlock draws each strategy's judgments done over time, from
+// the judge's timeline of when its calls returned, beside the fastest the
+// limits allow: N at an even pace over the theoretical minimum. A report
+// from before timelines were recorded gets a note instead of the chart.
+func judgeTimelineBlock(id string, sts []provider.StrategyResult) block {
+	const heading = "Judgments done over time"
+	line := charts.NewLine()
+	end, top := 0.0, 0.0
+	var parts, missing []string
+	drawn := 0
+	// finish is a strategy that did its whole job: n judgments by at
+	// seconds, against a minimum of min seconds.
+	type finish struct{ n, at, min float64 }
+	finished := map[string]finish{}
+	for i, st := range sts {
+		top = math.Max(top, float64(st.N))
+		tl := st.Timeline
+		if tl == nil || tl.BinMS <= 0 || len(tl.OK) == 0 {
+			missing = append(missing, st.Name)
+			continue
+		}
+		ok, done, at := cumulative(tl.OK, tl.BinMS/1000, st.WallSeconds)
+		line.AddSeries(st.Name, ok, lineOpts(runColor(i), 2, "solid", false)...)
+		drawn++
+		if len(tl.Failed) > 0 {
+			failed, _, _ := cumulative(tl.Failed, tl.BinMS/1000, st.WallSeconds)
+			line.AddSeries(st.Name+" · failed", failed, lineOpts(runColor(i), 1.5, "dashed", false)...)
+		}
+		end = math.Max(end, float64(len(tl.OK))*tl.BinMS/1000)
+		if done >= int64(st.N) {
+			finished[st.Name] = finish{n: float64(done), at: at, min: st.MinSeconds}
+			parts = append(parts, fmt.Sprintf("%s is done at %.1f s (minimum %s)", st.Name, at, fmtSeconds(num(st.MinSeconds))))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s levels off at %s of %s", st.Name, thousands(float64(done)), thousands(float64(st.N))))
+		}
+	}
+	if drawn == 0 {
+		return block{ID: id, Heading: heading,
+			Text: "This report holds no timeline of the judgments: it was written by a judge that did not record when calls returned. Grade task 5 again to draw it."}
+	}
+	// The fastest possible: N at an even pace over each distinct minimum,
+	// sampled as finely as the timelines so the tooltip can read it anywhere;
+	// the first dashed, the others dotted.
+	seen := map[[2]float64]bool{}
+	dash := "dashed"
+	for _, st := range sts {
+		key := [2]float64{st.MinSeconds, float64(st.N)}
+		if st.MinSeconds <= 0 || st.N <= 0 || seen[key] {
+			continue
+		}
+		seen[key] = true
+		var data []opts.LineData
+		step := provider.TimelineBin.Seconds()
+		for k := 0; k <= int(math.Ceil(st.MinSeconds/step)); k++ {
+			t := math.Min(float64(k)*step, st.MinSeconds)
+			data = append(data, xy(t, float64(st.N)*t/st.MinSeconds))
+		}
+		end = math.Max(end, st.MinSeconds)
+		line.AddSeries(fmt.Sprintf("minimum %s (%s)", fmtSeconds(num(st.MinSeconds)), strings.ReplaceAll(st.MinBoundBy, "_", " ")), data,
+			lineOpts(colorInk, 1.5, dash, false)...)
+		dash = "dotted"
+	}
+	line.SetGlobalOptions(common(id,
+		axis{Name: "time since the strategy's first request (s)", Min: 0, Max: axisMax(end)},
+		axis{Name: "judgments done (cumulative)", Min: 0, Max: niceCeil(top)}, "axis")...)
+	caption := "The closer a line keeps to the ink line of its minimum, the better the strategy spends the limits: " + strings.Join(parts, "; ") + "."
+	if s1, ok := finished["sleep1"]; ok && s1.at > 0 && s1.min > 0 {
+		caption += fmt.Sprintf(" sleep1 averages %.0f judgments/s where the limits allow %.0f/s: its retries come back in waves a second apart, and the refill between the waves goes unused.",
+			s1.n/s1.at, s1.n/s1.min)
+	}
+	text := fmt.Sprintf("Judgments answered 200 as each strategy's calls returned, counted by the judge in bins of %s from the strategy's first request; dashed in a strategy's colour, the calls that returned an error.",
+		binWords(sts))
+	if len(missing) > 0 {
+		text += " No timeline for " + strings.Join(missing, ", ") + "."
+	}
+	p := newPlot(id, 380, caption, line, axisTip(" s", " judgments"))
+	return block{ID: id, Heading: heading, Text: text, Plot: &p}
+}
+
+// cumulative returns the running sum of counts per bin of bin seconds as a
+// line from (0, 0) through the end of each bin, the last cut at wall
+// seconds if that is sooner; the sum; and the time the sum last grew.
+func cumulative(counts []int64, bin, wall float64) ([]opts.LineData, int64, float64) {
+	data := []opts.LineData{xy(0, 0)}
+	sum, grew := int64(0), 0.0
+	for k, c := range counts {
+		t := float64(k+1) * bin
+		if k == len(counts)-1 && wall > float64(k)*bin {
+			t = math.Min(t, wall)
+		}
+		sum += c
+		if c > 0 {
+			grew = t
+		}
+		data = append(data, xy(t, float64(sum)))
+	}
+	return data, sum, grew
+}
+
+// binWords names the timelines' bin width, such as "250 ms", or each one
+// if they differ.
+func binWords(sts []provider.StrategyResult) string {
+	var widths []string
+	for _, st := range sts {
+		if st.Timeline == nil || st.Timeline.BinMS <= 0 {
+			continue
+		}
+		w := fmt.Sprintf("%s ms", thousands(st.Timeline.BinMS))
+		if !slices.Contains(widths, w) {
+			widths = append(widths, w)
+		}
+	}
+	if len(widths) == 1 {
+		return widths[0]
+	}
+	return strings.Join(widths, ", ") + " (wider for longer runs)"
 }
 
 func zeroOrCount(n int64) string {

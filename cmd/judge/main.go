@@ -21,6 +21,11 @@
 // grader builds it with build tags and runs it as a child process, so a
 // learner's panic or endless loop cannot take the grader down.
 //
+// Besides the API's counts, judge records when each strategy's calls
+// returned, on its own clock from the strategy's first request, in bins of
+// 250 ms (provider.Timeline): the report draws the judgments done over time
+// from it.
+//
 // With --in-process, judge starts the fake API itself on 127.0.0.1:0 with
 // the limits of the provider flags; with --url it uses a running one (on
 // loopback only) and reads its limits from /stats.
@@ -249,22 +254,14 @@ func (r *run) strategy(ctx context.Context, name string) provider.StrategyResult
 		}
 	}
 
-	t := newTally()
-	start := time.Now()
-	if cached {
-		// Anthropic's advice: a cache entry can be read only once the reply
-		// that wrote it has begun, so send one request first and wait.
-		t.record(sctx, protect(call)(sctx, prompts[0]))
-		prompts = prompts[1:]
-	}
-	var wg sync.WaitGroup
-	for _, p := range prompts {
-		wg.Go(func() { t.record(sctx, protect(call)(sctx, p)) })
-	}
-	wg.Wait()
-	res.WallSeconds = time.Since(start).Seconds()
+	// Anthropic's advice: a cache entry can be read only once the reply
+	// that wrote it has begun, so the cached strategy sends one request
+	// first and waits.
+	t, wall := callAll(sctx, protect(call), prompts, cached)
+	res.WallSeconds = wall.Seconds()
 	res.TimedOut = sctx.Err() != nil && ctx.Err() == nil
 	res.Client = t.result()
+	res.Timeline = t.timeline()
 	if t.panic != "" {
 		res.Error = t.panic
 	}
@@ -319,6 +316,29 @@ func protect(call func(context.Context, provider.MessageParams) error) func(cont
 	}
 }
 
+// callAll calls call once per prompt, all at once, or the first alone and
+// then the rest if firstAlone is set, and tallies what each call returned
+// and when, on its own clock from just before the first call. It returns
+// the tally and the time from then to the last return.
+func callAll(ctx context.Context, call func(context.Context, provider.MessageParams) error, prompts []provider.MessageParams, firstAlone bool) (*tally, time.Duration) {
+	t := newTally()
+	start := time.Now()
+	one := func(p provider.MessageParams) {
+		err := call(ctx, p)
+		t.record(ctx, err, time.Since(start))
+	}
+	if firstAlone && len(prompts) > 0 {
+		one(prompts[0])
+		prompts = prompts[1:]
+	}
+	var wg sync.WaitGroup
+	for _, p := range prompts {
+		wg.Go(func() { one(p) })
+	}
+	wg.Wait()
+	return t, time.Since(start)
+}
+
 // prompts returns the workload: N prompts of PromptTokens tokens, the first
 // PrefixTokens of which (the system prompt) are the same for all. With
 // cached, the system prompt is marked cache_control.
@@ -355,24 +375,30 @@ func filler(tokens int, lead string) string {
 	return b.String()
 }
 
-// tally counts what the calls of a strategy returned.
+// tally counts what the calls of a strategy returned, and when: okAt and
+// failedAt are the times after the start at which calls returned a
+// message or an error.
 type tally struct {
-	mu    sync.Mutex
-	t     provider.ClientTally
-	panic string
+	mu       sync.Mutex
+	t        provider.ClientTally
+	panic    string
+	okAt     []time.Duration
+	failedAt []time.Duration
 }
 
 func newTally() *tally { return &tally{t: provider.ClientTally{Errors: map[string]int{}}} }
 
-// record counts one call's outcome; a call cut short by the strategy's time
-// limit is unfinished.
-func (t *tally) record(ctx context.Context, err error) {
+// record counts one call's outcome, which it returned at, after the
+// start; a call cut short by the strategy's time limit is unfinished and
+// has no time.
+func (t *tally) record(ctx context.Context, err error, at time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var pe *panicError
 	switch {
 	case err == nil:
 		t.t.OK++
+		t.okAt = append(t.okAt, at)
 		return
 	case errors.As(err, &pe):
 		if t.panic == "" {
@@ -385,7 +411,15 @@ func (t *tally) record(ctx context.Context, err error) {
 	default:
 		t.t.Failed++
 	}
+	t.failedAt = append(t.failedAt, at)
 	t.t.Errors[errorKind(err)]++
+}
+
+// timeline bins the times the calls returned at.
+func (t *tally) timeline() *provider.Timeline {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return provider.NewTimeline(t.okAt, t.failedAt)
 }
 
 func (t *tally) result() provider.ClientTally {
