@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"ratelab/model"
 )
 
 // Mode says which protection the server applies before a request joins the
@@ -113,6 +115,23 @@ func DefaultConfig() Config {
 // Slots / Work.
 func (c Config) Capacity() float64 {
 	return float64(c.Slots) / c.Work.Seconds()
+}
+
+// Sim returns the discrete-event simulation of a server configured as c,
+// without clients: the slots and work, and in the protected modes the
+// bounded line, the deadline and a server that notices clients who hung
+// up, plus each client's bucket in the bucket modes. SpreadRetryAfter has
+// no counterpart in the simulation.
+func (c Config) Sim() model.Sim {
+	s := model.Sim{Slots: c.Slots, Work: c.Work}
+	if c.Mode == ModeNone {
+		return s
+	}
+	s.MaxWaiting, s.Deadline, s.DropAbandoned = c.MaxWaiting, c.Deadline, true
+	if c.Mode.Limited() {
+		s.BucketRate, s.BucketBurst = c.BucketRate, c.BucketBurst
+	}
+	return s
 }
 
 // Validate reports the first setting that cannot describe a working server.

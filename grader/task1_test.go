@@ -2,6 +2,7 @@ package grader
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,11 +29,33 @@ func measuredTask1() []*results.Run {
 		mk("240/s", 240, 1, 112, 1523, 2288, 978),
 		mk("120/s, 30 s timeout", 120, 30, 1200, 0, 0, 5153),
 	}
+	predict(runs, 10*time.Second)
+	return runs
+}
+
+// predict fills in each run's predictions for a flood of d.
+func predict(runs []*results.Run, d time.Duration) {
 	cfg := fakegpu.DefaultConfig()
 	for i, r := range runs {
-		r.Predicted = task1Predicted(cfg, task1Rows[i])
+		p, err := task1Predicted(cfg, task1Rows[i], d)
+		if err != nil {
+			panic(err)
+		}
+		r.Predicted = p
 	}
-	return runs
+}
+
+// The simulation predicts the 240/s row exactly as measured (112, a whole
+// row of 8 slots above the closed form's 108), and the collapse counts do
+// not depend on the flood's length.
+func TestTask1Predicted(t *testing.T) {
+	for _, d := range []time.Duration{10 * time.Second, QuickDuration} {
+		runs := measuredTask1()
+		predict(runs, d)
+		assert.Equal(t, []float64{216, 144, 112}, []float64{runs[1].Predicted["ok"], runs[2].Predicted["ok"], runs[3].Predicted["ok"]}, "at %s", d)
+		assert.Equal(t, 108.0, runs[3].Predicted["ok_closed_form"])
+		assert.Equal(t, 80*d.Seconds(), runs[0].Predicted["ok"])
+	}
 }
 
 func judgeTask1(runs []*results.Run) map[string]results.Check {
@@ -65,7 +88,9 @@ func TestTask1ChecksFail(t *testing.T) {
 			"80/s: every request succeeds", results.StatusFail},
 		{"queueing at capacity", func(r []*results.Run) { r[0].P99MS = 600 },
 			"80/s: p99 of successes under 250 ms", results.StatusFail},
-		{"a count just outside the band", func(r []*results.Run) { r[3].OK = 115 },
+		{"a count just above the band", func(r []*results.Run) { r[3].OK = 119 },
+			"240/s: successes match the model", results.StatusFail},
+		{"a count just below the band", func(r []*results.Run) { r[3].OK = 105 },
 			"240/s: successes match the model", results.StatusFail},
 		{"no dead work", func(r []*results.Run) { r[2].ServerFinal.Dead = 0 },
 			"160/s: the server keeps working for nobody", results.StatusFail},

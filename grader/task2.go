@@ -18,17 +18,23 @@ const (
 	task2Timeout  = time.Second
 )
 
-// Tolerances of task 2, each with the reason it is as wide as it is.
+// Tolerances of task 2, each with the reason it is as wide as it is. The
+// centres come from the simulation of the same server under the same flood
+// (see predict.go): 816 successes and a p99 of 300 ms at 240 and 480/s
+// over 10 s, 864 successes for the long line with a deadline.
 const (
-	// Shedding pins successes at capacity: C·D = 800, plus the up to 16
-	// waiting and 8 working when sending stops, which finish just after.
-	// The lesson measured 816 at 240 and 480/s; a Go prototype 812–816.
-	// 800–840 allows for slots that run a little over 100 ms (fewer) and
-	// for a line that drains into the last second (more).
-	task2OKMin, task2OKMax = 800, 840
-	// A success waited at most 16/80 s = 200 ms in line, then worked 100 ms:
-	// 300 ms, and 50 ms for scheduling on a busy laptop.
-	task2P99OK = 350.0 // ms
+	// Shedding pins successes at capacity: C·D, plus the 16 waiting and 8
+	// working when sending stops, which finish just after (816 in 10 s; the
+	// lesson and a Go prototype measured 812–816). A slot that runs 2 ms
+	// over its 100 ms costs 2% of capacity, hence 2% below. Nothing in a
+	// correct server beats the simulation but two arrivals passing the line
+	// check together; 3% above leaves room for that and for the last row.
+	task2OKBelow, task2OKAbove = 0.02, 0.03
+	// A success waited at most 16/80 s = 200 ms in a full line, then worked
+	// 100 ms: the simulation's 300 ms. 50 ms above for scheduling on a busy
+	// laptop; 50 ms below, since at 240/s the line is always full, so a p99
+	// well under 300 ms means a line shorter than asked for.
+	task2P99Band = 50.0 // ms
 	// A shed request is answered before it costs anything: a loopback
 	// round trip and a few microseconds of decision. 20 ms leaves room for
 	// a descheduled goroutine, and is still far from anything that waited.
@@ -39,8 +45,9 @@ const (
 	task2LineSlack = 2
 	// With a deadline, the long line only delays: every request the server
 	// works on waited under 800 ms, so it finishes within the 1 s timeout.
-	// 90% of capacity leaves 10% for slots that overrun and the first
-	// second of filling the line.
+	// 90% of the simulated goodput leaves 10% for slots that overrun and
+	// the first second of filling the line (measured: 85.6/s against the
+	// simulated 86.4/s).
 	task2DeadlineGoodput = 0.90
 )
 
@@ -54,7 +61,7 @@ func gradeTask2(ctx context.Context, g *grading) error {
 	}
 	var floodChecks []planned
 	for _, rate := range task2Shed {
-		for _, c := range []string{"successes pinned at capacity", "no client times out", "p99 of successes at most 350 ms", "503s answered at once", "the line stays bounded"} {
+		for _, c := range []string{"successes pinned at capacity", "no client times out", "p99 of successes as simulated", "503s answered at once", "the line stays bounded"} {
 			floodChecks = append(floodChecks, planned{fmt.Sprintf("shed %g/s: %s", rate, c), task2Points(c)})
 		}
 	}
@@ -87,55 +94,99 @@ func task2Points(check string) float64 {
 
 func floodTask2(ctx context.Context, g *grading, bin string) error {
 	cfg := fakegpu.DefaultConfig()
+	cfg.Mode = fakegpu.ModeShed
+	d := g.floodDuration(task2Duration)
 	for _, rate := range task2Shed {
 		runs, err := g.floodChild(ctx, bin, []string{"--mode", "shed"}, harness.Options{
-			Name: fmt.Sprintf("shed %g/s", rate), Rate: rate, Duration: task2Duration, Timeout: task2Timeout,
+			Name: fmt.Sprintf("shed %g/s", rate), Rate: rate, Duration: d, Timeout: task2Timeout,
 		})
 		if err != nil {
 			return fmt.Errorf("flood shed %g/s: %w", rate, err)
 		}
-		run := runs[0]
-		run.Predicted = map[string]float64{"ok": cfg.Capacity()*task2Duration.Seconds() + float64(cfg.MaxWaiting), "p99_ms": 300}
-		checkTask2Shed(g, run, cfg)
+		if err := predictTask2Shed(runs[0], cfg); err != nil {
+			return err
+		}
+		checkTask2Shed(g, runs[0], cfg)
 	}
 
 	// Break It 3: a line of 2000 is bounded, but 25 s long.
 	off, err := g.floodChild(ctx, bin, []string{"--mode", "shed", "--max-waiting", "2000", "--deadline", "0"}, harness.Options{
-		Name: "240/s, line 2000, no deadline", Rate: 240, Duration: task2Duration, Timeout: task2Timeout,
+		Name: "240/s, line 2000, no deadline", Rate: 240, Duration: d, Timeout: task2Timeout,
 	})
 	if err != nil {
 		return fmt.Errorf("flood Break It 3 without deadline: %w", err)
 	}
 	on, err := g.floodChild(ctx, bin, []string{"--mode", "shed", "--max-waiting", "2000"}, harness.Options{
-		Name: "240/s, line 2000, deadline 800 ms", Rate: 240, Duration: task2Duration, Timeout: task2Timeout,
+		Name: "240/s, line 2000, deadline 800 ms", Rate: 240, Duration: d, Timeout: task2Timeout,
 	})
 	if err != nil {
 		return fmt.Errorf("flood Break It 3 with deadline: %w", err)
+	}
+	if err := predictTask2BreakIt3(off[0], on[0], cfg); err != nil {
+		return err
 	}
 	checkTask2BreakIt3(g, off[0], on[0], cfg)
 	return nil
 }
 
-// checkTask2Shed judges one shedding row.
+// predictTask2Shed simulates a shedding row: its successes and their p99.
+func predictTask2Shed(run *results.Run, cfg fakegpu.Config) error {
+	ok, p99, err := simOne(cfg, run.OfferedRPS, seconds(run.DurationS), seconds(run.TimeoutS))
+	if err != nil {
+		return err
+	}
+	run.Predicted = map[string]float64{"ok": float64(ok), "p99_ms": math.Round(float64(p99) / float64(time.Millisecond))}
+	return nil
+}
+
+// predictTask2BreakIt3 simulates the long line, without and with its
+// deadline.
+func predictTask2BreakIt3(off, on *results.Run, cfg fakegpu.Config) error {
+	long := cfg
+	long.MaxWaiting, long.Deadline = 2000, 0
+	okOff, _, err := simOne(long, off.OfferedRPS, seconds(off.DurationS), seconds(off.TimeoutS))
+	if err != nil {
+		return err
+	}
+	long.Deadline = cfg.Deadline
+	okOn, _, err := simOne(long, on.OfferedRPS, seconds(on.DurationS), seconds(on.TimeoutS))
+	if err != nil {
+		return err
+	}
+	off.Predicted = map[string]float64{"ok": float64(okOff)}
+	on.Predicted = map[string]float64{"ok": float64(okOn)}
+	return nil
+}
+
+// seconds converts a run's float seconds back to a Duration.
+func seconds(s float64) time.Duration {
+	return time.Duration(math.Round(s * float64(time.Second)))
+}
+
+// checkTask2Shed judges one shedding row against its predictions.
 func checkTask2Shed(g *grading, run *results.Run, cfg fakegpu.Config) {
 	name := run.Name
+	want := run.Predicted["ok"]
+	lo, hi := math.Floor(want*(1-task2OKBelow)), math.Ceil(want*(1+task2OKAbove))
 	g.check(results.Check{
 		Name: name + ": successes pinned at capacity", MaxScore: 2,
-		Message: fmt.Sprintf("%d succeeded; want %d–%d: capacity × 10 s = 800, plus the short line finishing after sending stops (the lesson measured 816)",
-			run.OK, task2OKMin, task2OKMax),
-		Measured: map[string]float64{"ok": float64(run.OK)}, Expected: map[string]float64{"ok_min": task2OKMin, "ok_max": task2OKMax},
-	}, run.OK >= task2OKMin && run.OK <= task2OKMax, run)
+		Message: fmt.Sprintf("%d succeeded; the simulation gives %.0f (capacity × %.0f s, plus the short line finishing after sending stops; the lesson measured 816 in 10 s), band %.0f–%.0f (−2%%/+3%%: slots that overrun, two arrivals passing the line check at once)",
+			run.OK, want, run.DurationS, lo, hi),
+		Measured: map[string]float64{"ok": float64(run.OK)}, Expected: map[string]float64{"ok": want, "ok_min": lo, "ok_max": hi},
+	}, float64(run.OK) >= lo && float64(run.OK) <= hi, run)
 	timeouts := run.Counts[results.OutcomeTimeout]
 	g.check(results.Check{
 		Name: name + ": no client times out", MaxScore: 1,
 		Message:  fmt.Sprintf("%d requests timed out; want 0: a shedding server answers everyone within the 1 s timeout, yes or no", timeouts),
 		Measured: map[string]float64{"timeouts": float64(timeouts)}, Expected: map[string]float64{"timeouts": 0},
 	}, timeouts == 0 && run.Counts[results.OutcomeOther] == 0, run)
+	p99 := run.Predicted["p99_ms"]
 	g.check(results.Check{
-		Name: name + ": p99 of successes at most 350 ms", MaxScore: 1,
-		Message:  fmt.Sprintf("p99 %.0f ms; want ≤ %.0f ms: at most 200 ms in a line of 16 plus 100 ms of work, and 50 ms of scheduling slack", run.P99MS, task2P99OK),
-		Measured: map[string]float64{"p99_ms": run.P99MS}, Expected: map[string]float64{"p99_ms_max": task2P99OK},
-	}, run.OK > 0 && run.P99MS <= task2P99OK, run)
+		Name: name + ": p99 of successes as simulated", MaxScore: 1,
+		Message: fmt.Sprintf("p99 %.0f ms; the simulation gives %.0f ms (200 ms in a full line of 16, then 100 ms of work), band ±%.0f ms: scheduling slack above, a line shorter than asked for below",
+			run.P99MS, p99, task2P99Band),
+		Measured: map[string]float64{"p99_ms": run.P99MS}, Expected: map[string]float64{"p99_ms": p99, "p99_ms_min": p99 - task2P99Band, "p99_ms_max": p99 + task2P99Band},
+	}, run.OK > 0 && math.Abs(run.P99MS-p99) <= task2P99Band, run)
 	shed, err := run.QuantileMS(results.OutcomeUnavailable, 99)
 	n503 := run.Counts[results.OutcomeUnavailable]
 	g.check(results.Check{
@@ -153,22 +204,21 @@ func checkTask2Shed(g *grading, run *results.Run, cfg fakegpu.Config) {
 
 // checkTask2BreakIt3 judges the long line without and with a deadline.
 func checkTask2BreakIt3(g *grading, off, on *results.Run, cfg fakegpu.Config) {
-	m := model.Unprotected{Capacity: cfg.Capacity(), Work: cfg.Work, Timeout: task2Timeout, Rate: off.OfferedRPS, Duration: task2Duration}
-	want := math.Round(m.Successes())
+	m := model.Unprotected{Capacity: cfg.Capacity(), Work: cfg.Work, Timeout: task2Timeout, Rate: off.OfferedRPS, Duration: seconds(off.DurationS)}
+	want := off.Predicted["ok"]
 	tol := math.Max(task1CountRel*want, task1CountAbs)
-	off.Predicted = map[string]float64{"ok": want}
 	g.check(results.Check{
 		Name: "Break It 3: a 2000-long line without a deadline collapses", MaxScore: 1,
-		Message: fmt.Sprintf("%d succeeded; the unprotected model gives %.0f ± %.1f (task 1's tolerance): 2000 waiting is 25 s of work, so the bound never bites and everyone times out in line",
-			off.OK, want, tol),
+		Message: fmt.Sprintf("%d succeeded; the simulation gives %.0f (the unprotected closed form %.0f) ± %.1f (task 1's tolerance): 2000 waiting is 25 s of work, so the bound never bites and everyone times out in line",
+			off.OK, want, math.Round(m.Successes()), tol),
 		Measured: map[string]float64{"ok": float64(off.OK)}, Expected: map[string]float64{"ok": want, "tolerance": tol},
 	}, math.Abs(float64(off.OK)-want) <= tol, off)
-	floor := task2DeadlineGoodput * cfg.Capacity()
-	on.Predicted = map[string]float64{"ok": cfg.Capacity() * task2Duration.Seconds()}
+	sim := on.Predicted["ok"] / on.DurationS
+	floor := task2DeadlineGoodput * sim
 	g.check(results.Check{
 		Name: "Break It 3: the deadline makes the long line harmless", MaxScore: 2,
-		Message: fmt.Sprintf("goodput %.1f/s; want ≥ %.0f/s (90%% of capacity): requests that waited past 800 ms are dropped unworked, so every slot goes to a request that can still finish in time",
-			on.GoodputRPS, floor),
-		Measured: map[string]float64{"goodput_rps": on.GoodputRPS}, Expected: map[string]float64{"goodput_rps_min": floor},
+		Message: fmt.Sprintf("goodput %.1f/s; the simulation gives %.1f/s, want ≥ %.1f/s (90%% of it): requests that waited past 800 ms are dropped unworked, so every slot goes to a request that can still finish in time",
+			on.GoodputRPS, sim, floor),
+		Measured: map[string]float64{"goodput_rps": on.GoodputRPS}, Expected: map[string]float64{"goodput_rps": sim, "goodput_rps_min": floor},
 	}, on.GoodputRPS >= floor, on)
 }

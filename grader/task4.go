@@ -3,6 +3,7 @@ package grader
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -25,16 +26,22 @@ const (
 
 // Tolerances of task 4, each with the reason it is as wide as it is.
 const (
-	// With full jitter the lesson measured 7.2–7.5 s and about 2,370
-	// attempts, a Go prototype 7.5 s and 2,397. Under 10 s and 2,700
-	// attempts leaves a third more time and an eighth more attempts for a
-	// slower machine; a run without jitter takes over 30 s.
-	task4JitterTime     = 10 * time.Second
-	task4JitterAttempts = 2700
-	// Without jitter whole cohorts retry together and are shed together:
-	// the lesson measured 52–57 s, the prototype 36.6 s. At least 3× the
-	// ideal (15 s) is far below either, and far above any jittered run.
-	task4NoJitterFactor = 3.0
+	// The storm's time and attempts with full jitter depend on the seed:
+	// the simulation (model.Sim, 41 seeds) gives a median of 7.4 s and
+	// 2,406 attempts, and 8.3 s and 2,427 at its 95th percentile; the
+	// lesson measured 7.2–7.5 s, a Go prototype 7.4–7.9 s and 2,401–2,408.
+	// On top of that 95th percentile, 20% more time and 10% more attempts
+	// leave room for a machine whose slots overrun and whose 400 goroutines
+	// start late (9.9 s and 2,670, the lesson's 10 s and 2,700 before the
+	// simulation); a run without jitter takes over 30 s.
+	task4JitterTimeSlack     = 1.20
+	task4JitterAttemptsSlack = 1.10
+	// Without jitter whole cohorts retry together and are shed together.
+	// The simulation gives 31.6 s and 3,448 attempts with 136 clients
+	// giving up (a Go prototype measured the same; the lesson 52–57 s). At
+	// least half the simulated time is far above any jittered run: a
+	// client whose "no jitter" still jitters fails it.
+	task4NoJitterShare = 0.5
 	// The share of 250 ms bins with no send at all, from 1 s until the last
 	// call ended. Jitter spreads every round of retries over its window,
 	// so hardly a bin stays empty (0 to 10% measured here); without it,
@@ -73,10 +80,10 @@ var task4Storms = []stormRow{
 
 func task4Planned() []planned {
 	return []planned{
-		{"storm, full jitter: done in under 10 s", 2},
-		{"storm, full jitter: at most 2,700 attempts", 1},
+		{"storm, full jitter: done about as fast as simulated", 2},
+		{"storm, full jitter: attempts about as few as simulated", 1},
 		{"storm, full jitter: no lockstep waves", 1},
-		{"storm, no jitter: takes at least 3× the ideal", 1},
+		{"storm, no jitter: as slow as the simulated lockstep", 1},
 		{"storm, no jitter: sends come in lockstep waves", 1},
 		{"storms: every client eventually succeeds", 1},
 		{"storms: OnAttempt is called before every attempt", 1},
@@ -169,7 +176,15 @@ func stormTask4(ctx context.Context, g *grading, stormBin, serverBin string) err
 		g.logf("    attempts %d (server counted %d), last done %.1f s (ideal %.1f s), succeeded %d of %d, peak/mean %.1f",
 			st.Attempts, st.ServerReceived, st.LastDoneS, ideal, st.Succeeded, st.Clients, st.PeakToMean)
 	}
-	checkTask4Storms(g, storms)
+	sims := make([]stormForecast, 2)
+	for i, jitter := range []bool{true, false} {
+		var err error
+		if sims[i], err = simStorm(shedConfig(), task4Clients, task4Tries, task4Base, task4Cap, jitter); err != nil {
+			return err
+		}
+		storms[i].SimulatedS = sims[i].MedianS
+	}
+	checkTask4Storms(g, storms, sims[0], sims[1])
 
 	naive, budget, err := amplifyTask4(ctx, g, stormBin)
 	if err != nil {
@@ -217,19 +232,35 @@ func amplifyTask4(ctx context.Context, g *grading, stormBin string) (naive, budg
 	return out[0], out[1], nil
 }
 
-func checkTask4Storms(g *grading, s []*results.Storm) {
+// shedConfig is the shedding server the storms run against.
+func shedConfig() fakegpu.Config {
+	cfg := fakegpu.DefaultConfig()
+	cfg.Mode = fakegpu.ModeShed
+	return cfg
+}
+
+// checkTask4Storms judges the four storms, in task4Storms order, against
+// the simulation of the first two (simJit with full jitter, simLock
+// without).
+func checkTask4Storms(g *grading, s []*results.Storm, simJit, simLock stormForecast) {
 	jit, nojit, jitRA, nojitRA := s[0], s[1], s[2], s[3]
 	ideal := jit.IdealS
+	maxS := math.Round(10*task4JitterTimeSlack*simJit.HighS) / 10
 	g.check(results.Check{
-		Name: "storm, full jitter: done in under 10 s", MaxScore: 2,
-		Message:  fmt.Sprintf("the last of 400 clients succeeded after %.1f s (ideal %.1f s); want < %.0f s (the lesson: 7.2–7.5 s)", jit.LastDoneS, ideal, task4JitterTime.Seconds()),
-		Measured: map[string]float64{"last_done_s": jit.LastDoneS}, Expected: map[string]float64{"last_done_s_max": task4JitterTime.Seconds(), "ideal_s": ideal},
-	}, !jit.TimedOut && jit.LastDoneS < task4JitterTime.Seconds(), nil)
+		Name: "storm, full jitter: done about as fast as simulated", MaxScore: 2,
+		Message: fmt.Sprintf("the last of 400 clients succeeded after %.1f s (ideal %.1f s); the simulation gives %.1f s (%.1f s at its 95th percentile over seeds), want ≤ %.1f s (20%% above that: a slower machine)",
+			jit.LastDoneS, ideal, simJit.MedianS, simJit.HighS, maxS),
+		Measured: map[string]float64{"last_done_s": jit.LastDoneS},
+		Expected: map[string]float64{"last_done_s": simJit.MedianS, "last_done_s_max": maxS, "ideal_s": ideal},
+	}, !jit.TimedOut && jit.LastDoneS <= maxS, nil)
+	maxAttempts := math.Round(task4JitterAttemptsSlack * simJit.HighAttempts)
 	g.check(results.Check{
-		Name: "storm, full jitter: at most 2,700 attempts", MaxScore: 1,
-		Message:  fmt.Sprintf("the server received %d attempts; want ≤ %d (the lesson: about 2,370): spread-out retries find room more often", jit.ServerReceived, task4JitterAttempts),
-		Measured: map[string]float64{"attempts": float64(jit.ServerReceived)}, Expected: map[string]float64{"attempts_max": task4JitterAttempts},
-	}, jit.ServerReceived <= task4JitterAttempts && jit.ServerReceived >= task4Clients, nil)
+		Name: "storm, full jitter: attempts about as few as simulated", MaxScore: 1,
+		Message: fmt.Sprintf("the server received %d attempts; the simulation gives %.0f (%.0f at its 95th percentile), want ≤ %.0f (10%% above that): spread-out retries find room more often",
+			jit.ServerReceived, simJit.MedianAttempts, simJit.HighAttempts, maxAttempts),
+		Measured: map[string]float64{"attempts": float64(jit.ServerReceived)},
+		Expected: map[string]float64{"attempts": simJit.MedianAttempts, "attempts_max": maxAttempts},
+	}, float64(jit.ServerReceived) <= maxAttempts && jit.ServerReceived >= task4Clients, nil)
 	g.check(results.Check{
 		Name: "storms: OnAttempt is called before every attempt", MaxScore: 1,
 		Message: fmt.Sprintf("the clients reported %d attempts through OnAttempt and the server counted %d (full jitter); want the same: the sends histogram is built from OnAttempt",
@@ -241,12 +272,14 @@ func checkTask4Storms(g *grading, s []*results.Storm) {
 		Message:  fmt.Sprintf("%.0f%% of the 250 ms bins from 1 s to the end had no send; want ≤ %.0f%%: jitter spreads each round of retries over its window", 100*jit.EmptyShare, 100*task4SpreadMax),
 		Measured: map[string]float64{"empty_share": jit.EmptyShare}, Expected: map[string]float64{"empty_share_max": task4SpreadMax},
 	}, jit.Attempts > 0 && jit.EmptyShare <= task4SpreadMax, nil)
+	minS := math.Round(10*task4NoJitterShare*simLock.MedianS) / 10
 	g.check(results.Check{
-		Name: "storm, no jitter: takes at least 3× the ideal", MaxScore: 1,
-		Message: fmt.Sprintf("without jitter the last client was done after %.1f s; want ≥ %.0f s (3× the ideal %.1f s; the lesson: 52–57 s): clients rejected together retry together and are rejected together again",
-			nojit.LastDoneS, task4NoJitterFactor*ideal, ideal),
-		Measured: map[string]float64{"last_done_s": nojit.LastDoneS}, Expected: map[string]float64{"last_done_s_min": task4NoJitterFactor * ideal},
-	}, nojit.LastDoneS >= task4NoJitterFactor*ideal, nil)
+		Name: "storm, no jitter: as slow as the simulated lockstep", MaxScore: 1,
+		Message: fmt.Sprintf("without jitter the last client was done after %.1f s; the simulation gives %.1f s (%d of 400 giving up), want ≥ %.1f s (half of it; ideal %.1f s, the lesson: 52–57 s): clients rejected together retry together and are rejected together again",
+			nojit.LastDoneS, simLock.MedianS, simLock.GaveUp, minS, ideal),
+		Measured: map[string]float64{"last_done_s": nojit.LastDoneS, "gave_up": float64(nojit.Failed)},
+		Expected: map[string]float64{"last_done_s": simLock.MedianS, "last_done_s_min": minS, "gave_up": float64(simLock.GaveUp)},
+	}, nojit.LastDoneS >= minS, nil)
 	g.check(results.Check{
 		Name: "storm, no jitter: sends come in lockstep waves", MaxScore: 1,
 		Message: fmt.Sprintf("%.0f%% of the 250 ms bins from 1 s to the end had no send; want ≥ %.0f%%: whole cohorts retry in one bin, then silence. %d of 400 clients gave up after %d tries: each wave admits only the 8 slots and the line of 16",

@@ -139,18 +139,19 @@ func floodTask6(ctx context.Context, g *grading, bin string) error {
 	g.doc.Notes = append(g.doc.Notes, "task 6 used "+desc)
 	g.logf("  redis: %s", desc)
 	cfg := fakegpu.DefaultConfig()
-	bound := cfg.BucketBurst + cfg.BucketRate*task6Duration.Seconds()
+	d := g.floodDuration(task6Duration)
+	bound := task3Bound(cfg, d)
 	// A fresh client key per run, so a real Redis holds no bucket from an
 	// earlier one.
 	id := fmt.Sprintf("task6-%d", time.Now().UnixNano())
 	local, err := g.floodWorkers(ctx, bin, harness.Options{
-		Name: "4 workers, a limiter each", Rate: task6Rate, Duration: task6Duration, Header: clientHeader(id + "-local"),
+		Name: "4 workers, a limiter each", Rate: task6Rate, Duration: d, Header: clientHeader(id + "-local"),
 	}, "--mode", "bucket")
 	if err != nil {
 		return err
 	}
 	shared, err := g.floodWorkers(ctx, bin, harness.Options{
-		Name: "4 workers, one bucket in Redis", Rate: task6Rate, Duration: task6Duration, Header: clientHeader(id + "-redis"),
+		Name: "4 workers, one bucket in Redis", Rate: task6Rate, Duration: d, Header: clientHeader(id + "-redis"),
 	}, "--mode", "redis", "--redis", url)
 	if err != nil {
 		return err
@@ -165,13 +166,13 @@ func floodTask6(ctx context.Context, g *grading, bin string) error {
 	shared.Predicted = map[string]float64{"ok": bound}
 	g.check(results.Check{
 		Name: "Break It 1: four workers with their own limiters let about 4× through", MaxScore: 1,
-		Message: fmt.Sprintf("%d succeeded (%.0f/s) against a limit of %.0f in 10 s; want ≥ %.0f× that: each process keeps its own bucket, so the limit multiplies by the workers",
-			local.OK, local.GoodputRPS, bound, task6LeakFactor),
+		Message: fmt.Sprintf("%d succeeded (%.0f/s) against a limit of %.0f in %.0f s; want ≥ %.0f× that: each process keeps its own bucket, so the limit multiplies by the workers",
+			local.OK, local.GoodputRPS, bound, d.Seconds(), task6LeakFactor),
 		Measured: map[string]float64{"ok": float64(local.OK)}, Expected: map[string]float64{"ok_min": task6LeakFactor * bound},
 	}, float64(local.OK) >= task6LeakFactor*bound, local)
 	g.check(results.Check{
 		Name: "Redis: four workers sharing one bucket stay within burst + rate × time", MaxScore: 2,
-		Message:  fmt.Sprintf("%d succeeded across the 4 workers; want ≤ %.0f = 20 + 70 × 10, a hard bound: the script's read, refill, decision and write are one atomic step in Redis", shared.OK, bound),
+		Message:  fmt.Sprintf("%d succeeded across the 4 workers; want ≤ %.0f = 20 + 70 × %.0f, a hard bound: the script's read, refill, decision and write are one atomic step in Redis", shared.OK, bound, d.Seconds()),
 		Measured: map[string]float64{"ok": float64(shared.OK)}, Expected: map[string]float64{"ok_max": bound},
 	}, float64(shared.OK) <= bound, shared)
 	g.check(results.Check{

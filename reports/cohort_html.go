@@ -244,7 +244,9 @@ func pct0(v float64) string {
 	return fmt.Sprintf("%.0f%%", v)
 }
 
-// checkStat counts one check's verdicts across the cohort.
+// checkStat counts one check's verdicts across the cohort. Its pass rate
+// counts passes only: an inconclusive check (repeats that disagreed) is not
+// a pass.
 type checkStat struct {
 	task, name string
 	n          map[results.Status]int
@@ -288,7 +290,10 @@ func checkBlocks(c *Cohort) []block {
 	bar := charts.NewBar()
 	bar.SetGlobalOptions(common("cohort_checks", axis{Name: "documents", Min: 0},
 		axis{Type: "category", Data: names, Inverse: true, LabelWidth: 380}, "axis")...)
-	for _, st := range []results.Status{results.StatusPass, results.StatusFail, results.StatusSkip, results.StatusError} {
+	for _, st := range []results.Status{results.StatusPass, results.StatusFail, results.StatusSkip, results.StatusError, results.StatusInconclusive} {
+		if st == results.StatusInconclusive && !anyStatus(order, st) {
+			continue // documents graded once have none: keep their chart as it was
+		}
 		var data []opts.BarData
 		for _, s := range order {
 			data = append(data, opts.BarData{Value: s.n[st]})
@@ -299,18 +304,30 @@ func checkBlocks(c *Cohort) []block {
 	hardest := order[0]
 	caption := fmt.Sprintf("Hardest first: %q (%s) passed in %d of %d documents.", hardest.name, hardest.task, hardest.n[results.StatusPass], hardest.total)
 	p := newPlot("cohort_checks", 80+22*len(order), caption, bar, nil)
-	t := &table{Class: "checks", Head: []string{"task", "check", "pass", "fail", "skip", "error", "pass rate"}}
+	t := &table{Class: "checks", Head: []string{"task", "check", "pass", "fail", "skip", "error", "inconclusive", "pass rate"}}
 	for _, s := range order {
 		t.Rows = append(t.Rows, []cell{textCell(s.task), {Text: s.name, Class: "name"},
 			numCell(fmt.Sprint(s.n[results.StatusPass])), numCell(fmt.Sprint(s.n[results.StatusFail])),
 			numCell(fmt.Sprint(s.n[results.StatusSkip])), numCell(fmt.Sprint(s.n[results.StatusError])),
+			numCell(fmt.Sprint(s.n[results.StatusInconclusive])),
 			numCell(fmt.Sprintf("%.0f%%", 100*s.rate()))})
 	}
-	return []block{{ID: "checks", Heading: "Pass rate per check", Text: "How each check went across the cohort, the least passed first. Skip: not run because an earlier stage failed; error: not judged (the machine, not the learner).", Plot: &p, Table: t}}
+	return []block{{ID: "checks", Heading: "Pass rate per check", Text: "How each check went across the cohort, the least passed first. Skip: not run because an earlier stage failed; error: not judged (the machine, not the learner); inconclusive: graded several times (--repeat) with repeats that disagreed, never counted as a pass.", Plot: &p, Table: t}}
+}
+
+// anyStatus reports whether any check of stats had status st.
+func anyStatus(stats []*checkStat, st results.Status) bool {
+	for _, s := range stats {
+		if s.n[st] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 var statusColor = map[results.Status]string{
 	results.StatusPass: colorOK, results.StatusFail: colorTimeout, results.StatusSkip: colorSent, results.StatusError: colorLimited,
+	results.StatusInconclusive: colorShedOut,
 }
 
 // metric is one measurement the cohort compares across documents.

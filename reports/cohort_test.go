@@ -18,10 +18,10 @@ import (
 // testdata/cohort holds a small class: alice (the reference, all pass), bob
 // (shedding off), carol (task 3's unit tests failed, its floods skipped),
 // dave (a slow machine: high p99s, one run not judged), ken, lena and mo
-// (small variations of alice, mo's jittered storm slow), and six files
+// (small variations of alice, mo's jittered storm slow), and seven files
 // that must be skipped: erin (alice's bytes again), frank (truncated),
-// grace (malformed), heidi (an older schema), ivan (a JSON array) and judy
-// (empty).
+// grace (malformed), heidi (an older schema), ivan (a JSON array), judy
+// (empty) and nina (lena's run marked as a practice run, grade --quick).
 const cohortDir = "testdata/cohort"
 
 // loadTestCohort loads testdata/cohort with no signing key, whatever the
@@ -52,6 +52,7 @@ func TestLoadCohort(t *testing.T) {
 		"heidi": `schema "ratelab.results/v0", want "ratelab.results/v1"`,
 		"ivan":  "not a JSON object",
 		"judy":  "empty file",
+		"nina":  "practice run (grade --quick)",
 	}
 	require.Len(t, reasons, len(want), "skipped: %v", reasons)
 	for name, w := range want {
@@ -285,7 +286,7 @@ func TestWriteCohort(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(dir, "index.html"))
 	require.NoError(t, err)
 	page := string(b)
-	for _, want := range []string{"testdata/cohort/frank/results.json", "truncated JSON", "Skipped files (6)", "7 results documents", `href="checks.csv"`} {
+	for _, want := range []string{"testdata/cohort/frank/results.json", "truncated JSON", "Skipped files (7)", "7 results documents", `href="checks.csv"`} {
 		assert.Contains(t, page, want)
 	}
 	assert.NotContains(t, page, "go-echarts.github.io")

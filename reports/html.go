@@ -455,8 +455,17 @@ func (s *site) indexPage(files map[string][]byte) pageData {
 			p.Facts = append(p.Facts, fact{"took", doc.Finished.Sub(doc.Started).Round(time.Second).String()})
 		}
 	}
+	if doc.Practice {
+		p.Warnings = append(p.Warnings, "Practice run (grade --quick): every flood sent for 3 s instead of the lesson's 10 s, with the bounds scaled to that. This is not the graded score; grade without --quick for that.")
+	}
 	if doc.Interrupted {
 		p.Warnings = append(p.Warnings, "This run was interrupted (Ctrl-C): its checks and floods cover only what finished.")
+	}
+	if doc.Repeat > 1 {
+		p.Facts = append(p.Facts, fact{"repeats", strconv.Itoa(doc.Repeat)})
+		if n := countStatus(doc.Checks, results.StatusInconclusive); n > 0 {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("Each task was graded %d times and %d check(s) disagreed across the repeats: they are marked INCONCLUSIVE and score 0, with every repeat's verdict and values in their message. That is the measurement's noise, not a verdict on the code; grade again on a quieter machine.", doc.Repeat, n))
+		}
 	}
 
 	tasks := &table{Class: "tasks", Head: []string{"task", "", "points", "checks passed", "page"}}

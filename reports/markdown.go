@@ -64,8 +64,19 @@ func renderMarkdown(doc *results.Document, msgRunes int, omit bool) ([]byte, boo
 
 	fmt.Fprintf(&b, "## ratelab · %s · %s: %s %s, %s\n\n", mdText(doc.Task, 40), mdText(orDefault(doc.Impl, "?"), 40),
 		statusEmoji(doc.Status), strings.ToUpper(string(doc.Status)), points(doc.Score, doc.MaxScore))
+	if doc.Practice {
+		b.WriteString("> **Practice run** (`--quick`): every flood sent for 3 s instead of 10 s, with the bounds scaled to that. Grade without `--quick` for the score that counts.\n\n")
+	}
 	if doc.Interrupted {
 		b.WriteString("> **Interrupted** (Ctrl-C): the checks and floods cover only what finished.\n\n")
+	}
+	if doc.Repeat > 1 {
+		fmt.Fprintf(&b, "> Graded %d times (`--repeat %d`). ", doc.Repeat, doc.Repeat)
+		if n := countStatus(doc.Checks, results.StatusInconclusive); n > 0 {
+			fmt.Fprintf(&b, "%s **%d inconclusive**: their repeats disagreed, so they score 0 and list each repeat's verdict and values. That is the measurement's noise, not a verdict on the code: grade again on a quieter machine.\n\n", statusEmoji(results.StatusInconclusive), n)
+		} else {
+			b.WriteString("Every check agreed across the repeats.\n\n")
+		}
 	}
 
 	// Scores per task.
@@ -213,6 +224,8 @@ func statusEmoji(s results.Status) string {
 		return "⏭️"
 	case results.StatusError:
 		return "⚠️"
+	case results.StatusInconclusive:
+		return "🔀"
 	}
 	return "❔"
 }

@@ -84,3 +84,55 @@ func TestMarkdownHuge(t *testing.T) {
 func TestMarkdownNil(t *testing.T) {
 	assert.Error(t, Markdown(&bytes.Buffer{}, nil))
 }
+
+// repeatDoc is task 2 of testdata/results.json graded three times, the
+// second repeat a few successes short at 240/s: one check inconclusive.
+func repeatDoc(t *testing.T) *results.Document {
+	t.Helper()
+	var docs []*results.Document
+	for k := range 3 {
+		d := testDoc(t)
+		d.Task = "task2"
+		var checks []results.Check
+		for _, c := range d.Checks {
+			if c.Task != "task2" {
+				continue
+			}
+			if k == 1 && c.Name == "shed 240/s: successes pinned at capacity" {
+				c.Status, c.Score = results.StatusFail, 0
+				c.Measured = map[string]float64{"ok": 771}
+				c.Message = "771 succeeded; want 780 to 840"
+			} else if c.Measured["ok"] > 0 {
+				c.Measured = map[string]float64{"ok": c.Measured["ok"] + float64(k)}
+			}
+			checks = append(checks, c)
+		}
+		d.Checks = checks
+		var runs []*results.Run
+		for _, r := range d.Runs {
+			if strings.HasPrefix(r.Name, "shed ") || strings.HasPrefix(r.Name, "240/s, line 2000") {
+				r.Task = "task2"
+				runs = append(runs, r)
+			}
+		}
+		d.Runs = runs
+		d.Total()
+		docs = append(docs, d)
+	}
+	doc, err := results.Combine(docs)
+	require.NoError(t, err)
+	return doc
+}
+
+func TestMarkdownRepeatGolden(t *testing.T) {
+	doc := repeatDoc(t)
+	require.Equal(t, results.StatusInconclusive, doc.Status)
+	var b bytes.Buffer
+	require.NoError(t, Markdown(&b, doc))
+	out := b.String()
+	assert.Contains(t, out, "🔀 INCONCLUSIVE, 25/27")
+	assert.Contains(t, out, "> Graded 3 times (`--repeat 3`). 🔀 **1 inconclusive**")
+	assert.Contains(t, out, "| 🔀 | shed 240/s: successes pinned at capacity | 0/2 | runs disagree: pass (ok 814), fail (ok 771), pass (ok 816). Repeat 2: 771 succeeded; want 780 to 840 (run shed 240/s (repeat 2)) |")
+	assert.Contains(t, out, "| shed 240/s (repeat 3) |", "every repeat's floods are listed")
+	golden(t, "summary-repeat.golden.md", b.Bytes())
+}

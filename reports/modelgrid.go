@@ -169,27 +169,13 @@ func simGoodput(cfg fakegpu.Config, rate float64, d, t time.Duration) float64 {
 	if rate == 0 {
 		return 0
 	}
-	s := simServer(cfg)
+	s := cfg.Sim()
 	s.Clients = []model.SimClient{{Name: "flood", Rate: rate, Duration: d, Timeout: t}}
 	res, err := s.Run()
 	if err != nil {
 		return math.NaN()
 	}
 	return float64(res.Count(-1, model.SimOK)) / d.Seconds()
-}
-
-// simServer is the simulation of a server configured as cfg; shedding is
-// on in every mode but ModeNone.
-func simServer(cfg fakegpu.Config) model.Sim {
-	s := model.Sim{Slots: cfg.Slots, Work: cfg.Work}
-	if cfg.Mode == fakegpu.ModeNone {
-		return s
-	}
-	s.MaxWaiting, s.Deadline, s.DropAbandoned = cfg.MaxWaiting, cfg.Deadline, true
-	if cfg.Mode.Limited() {
-		s.BucketRate, s.BucketBurst = cfg.BucketRate, cfg.BucketBurst
-	}
-	return s
 }
 
 // shedConfig is the lesson's shedding server.

@@ -403,7 +403,7 @@ func simulateRun(r *results.Run) *model.SimResult {
 	if d <= 0 || t <= 0 || !(r.OfferedRPS > 0) || r.OfferedRPS*r.DurationS > 1e6 {
 		return nil
 	}
-	s := simServer(serverConfig(r.Server))
+	s := serverConfig(r.Server).Sim()
 	s.SampleEvery = 100 * time.Millisecond
 	if r.SampleEveryMS > 0 {
 		s.SampleEvery = time.Duration(r.SampleEveryMS * float64(time.Millisecond))

@@ -180,8 +180,15 @@ func sendsBlock(id string, storms []*results.Storm) block {
 			charts.WithBarChartOpts(opts.BarChart{XAxisIndex: i, YAxisIndex: i, BarWidth: "85%"}),
 			charts.WithItemStyleOpts(opts.ItemStyle{Color: runColor(i)}),
 		}
+		var marks []opts.MarkLineNameXAxisItem
 		if st.IdealS > 0 {
-			sopts = append(sopts, markX(opts.MarkLineNameXAxisItem{Name: fmt.Sprintf("ideal %.0f s", st.IdealS), XAxis: num(st.IdealS)})...)
+			marks = append(marks, opts.MarkLineNameXAxisItem{Name: fmt.Sprintf("ideal %.0f s", st.IdealS), XAxis: num(st.IdealS)})
+		}
+		if st.SimulatedS > 0 {
+			marks = append(marks, opts.MarkLineNameXAxisItem{Name: fmt.Sprintf("simulated %.1f s", st.SimulatedS), XAxis: num(st.SimulatedS)})
+		}
+		if len(marks) > 0 {
+			sopts = append(sopts, markX(marks...)...)
 		}
 		bar.AddSeries(st.Name, data, sopts...)
 	}

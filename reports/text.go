@@ -35,16 +35,27 @@ func Text(w io.Writer, doc *results.Document) error {
 		}
 	}
 	fmt.Fprintf(ew, "\nchecks:\n")
+	// The status column is as wide as "error", or as the longest status
+	// shown (INCONCLUSIVE, after --repeat).
+	width := 5
 	for _, c := range doc.Checks {
-		fmt.Fprintf(ew, "  %-5s %4s  %s\n", strings.ToUpper(string(c.Status)), points(c.Score, c.MaxScore), c.Name)
+		width = max(width, len(c.Status))
+	}
+	indent := strings.Repeat(" ", 2+width+1+4+2)
+	for _, c := range doc.Checks {
+		fmt.Fprintf(ew, "  %-*s %4s  %s\n", width, strings.ToUpper(string(c.Status)), points(c.Score, c.MaxScore), c.Name)
 		if c.Message != "" {
-			fmt.Fprintf(ew, "              %s\n", c.Message)
+			fmt.Fprintf(ew, "%s%s\n", indent, c.Message)
 		}
 	}
 	for _, n := range doc.Notes {
 		fmt.Fprintf(ew, "note: %s\n", n)
 	}
-	fmt.Fprintf(ew, "\n%s %s: %s, score %s\n", doc.Task, doc.Impl, strings.ToUpper(string(doc.Status)), points(doc.Score, doc.MaxScore))
+	practice := ""
+	if doc.Practice {
+		practice = " (PRACTICE RUN, --quick: not the graded score)"
+	}
+	fmt.Fprintf(ew, "\n%s %s: %s, score %s%s\n", doc.Task, doc.Impl, strings.ToUpper(string(doc.Status)), points(doc.Score, doc.MaxScore), practice)
 	return ew.err
 }
 

@@ -52,12 +52,16 @@ type junitCase struct {
 
 type junitProblem struct {
 	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr,omitempty"`
 	Text    string `xml:",chardata"`
 }
 
 // WriteJUnit writes doc as JUnit XML: a testsuite per task, a testcase per
 // check (classname ratelab.taskN), with failures, errors and skips, and the
-// score of each check in its system-out.
+// score of each check in its system-out. An inconclusive check is an error
+// of type "inconclusive": like ratelab's own errors it could not be judged,
+// and CI systems show errors as loudly as failures (a skip is easily
+// missed).
 func WriteJUnit(w io.Writer, doc *Document, loc Locator) error {
 	out := junitSuites{Name: "ratelab " + doc.Task}
 	byTask := map[string]*junitSuite{}
@@ -79,6 +83,10 @@ func WriteJUnit(w io.Writer, doc *Document, loc Locator) error {
 			s.Fails++
 		case StatusError:
 			tc.Error = &junitProblem{Message: c.Message, Text: c.Message}
+			s.Errors++
+		case StatusInconclusive:
+			msg := "inconclusive: " + c.Message
+			tc.Error = &junitProblem{Message: msg, Type: string(StatusInconclusive), Text: msg}
 			s.Errors++
 		case StatusSkip:
 			tc.Skipped = &junitProblem{Message: c.Message}
@@ -129,13 +137,19 @@ type ClassroomTest struct {
 }
 
 // Classroom converts doc to GitHub Classroom's format. A skipped check
-// counts as failed with score 0, since the reporter knows no skips.
+// counts as failed with score 0, since the reporter knows no skips. An
+// inconclusive check (or document) is reported as an error, score 0, its
+// message saying so: the reporter knows only pass, fail and error, and
+// error is the one that does not blame the learner for noise.
 func Classroom(doc *Document, loc Locator) ClassroomResult {
 	out := ClassroomResult{Version: 1, Status: classroomStatus(doc.Status), MaxScore: doc.MaxScore, Tests: []ClassroomTest{}}
 	for _, c := range doc.Checks {
 		t := ClassroomTest{
 			Name: c.Task + ": " + c.Name, Status: classroomStatus(c.Status), Score: c.Score,
 			Message: c.Message, TestCode: "grade " + c.Task,
+		}
+		if c.Status == StatusInconclusive {
+			t.Message = "inconclusive: " + c.Message
 		}
 		if loc != nil {
 			l := loc(c.Task)
@@ -150,7 +164,7 @@ func classroomStatus(s Status) string {
 	switch s {
 	case StatusPass:
 		return "pass"
-	case StatusError:
+	case StatusError, StatusInconclusive:
 		return "error"
 	}
 	return "fail"
@@ -184,7 +198,10 @@ type GradescopeTest struct {
 	Visibility string  `json:"visibility"`
 }
 
-// Gradescope converts doc to Gradescope's results.json.
+// Gradescope converts doc to Gradescope's results.json. Gradescope knows
+// only passed and failed: an inconclusive check is failed with score 0 and
+// an output that says its repeats disagreed and that it deserves a regrade
+// rather than a fix.
 func Gradescope(doc *Document) GradescopeResult {
 	out := GradescopeResult{
 		Score:         doc.Score,
@@ -200,9 +217,14 @@ func Gradescope(doc *Document) GradescopeResult {
 		if c.Status == StatusPass {
 			st = "passed"
 		}
+		output := c.Message
+		if c.Status == StatusInconclusive {
+			output = "INCONCLUSIVE: this check was graded several times and the repeats disagreed, so it scores 0 until it is graded again; " +
+				"that is the measurement's noise, not a verdict on your code.\n" + c.Message
+		}
 		out.Tests = append(out.Tests, GradescopeTest{
 			Name: c.Task + ": " + c.Name, Score: c.Score, MaxScore: c.MaxScore,
-			Status: st, Output: c.Message, Visibility: "visible",
+			Status: st, Output: output, Visibility: "visible",
 		})
 	}
 	return out
@@ -211,15 +233,19 @@ func Gradescope(doc *Document) GradescopeResult {
 // Annotation is a GitHub Actions workflow command pointing at a file.
 type Annotation struct {
 	Location
+	// Level is the command: "error" (the default when empty) or "warning".
+	Level   string
 	Title   string
 	Message string
 }
 
-// maxAnnotations is how many error annotations GitHub keeps per step.
+// maxAnnotations is how many annotations of a kind GitHub keeps per step.
 const maxAnnotations = 10
 
-// Annotations returns at most ten error annotations for the checks that did
-// not pass, the most valuable (by points) first.
+// Annotations returns at most ten annotations for the checks that did not
+// pass, the most valuable (by points) first: errors, except for
+// inconclusive checks, which are warnings, since their repeats disagreed
+// and the code may well be right.
 func Annotations(doc *Document, loc Locator) []Annotation {
 	var failed []Check
 	for _, c := range doc.Checks {
@@ -231,6 +257,10 @@ func Annotations(doc *Document, loc Locator) []Annotation {
 	var out []Annotation
 	for _, c := range failed[:min(len(failed), maxAnnotations)] {
 		a := Annotation{Title: fmt.Sprintf("%s: %s (0 of %g)", c.Task, c.Name, c.MaxScore), Message: c.Message}
+		if c.Status == StatusInconclusive {
+			a.Level = "warning"
+			a.Title = fmt.Sprintf("%s: %s (inconclusive, 0 of %g)", c.Task, c.Name, c.MaxScore)
+		}
 		if loc != nil {
 			a.Location = loc(c.Task)
 		}
@@ -239,8 +269,8 @@ func Annotations(doc *Document, loc Locator) []Annotation {
 	return out
 }
 
-// String formats a as a GitHub workflow command (::error file=...::msg),
-// escaping what the command syntax requires.
+// String formats a as a GitHub workflow command (::error file=...::msg, or
+// ::warning), escaping what the command syntax requires.
 func (a Annotation) String() string {
 	esc := func(s string) string {
 		return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
@@ -256,5 +286,9 @@ func (a Annotation) String() string {
 		}
 	}
 	props = append(props, "title="+escProp(a.Title))
-	return "::error " + strings.Join(props, ",") + "::" + esc(a.Message)
+	level := a.Level
+	if level == "" {
+		level = "error"
+	}
+	return "::" + level + " " + strings.Join(props, ",") + "::" + esc(a.Message)
 }

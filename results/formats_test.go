@@ -132,3 +132,49 @@ func TestReceivedRate(t *testing.T) {
 	assert.Zero(t, st.ReceivedRate(1, 5), "samples that end too soon give 0")
 	assert.Zero(t, st.ReceivedRate(2, 1))
 }
+
+// An inconclusive check is loud in CI, honest in the autograders and a
+// warning among the annotations.
+func TestFormatsInconclusive(t *testing.T) {
+	d := sampleDoc()
+	d.Checks = []Check{
+		{Task: "task2", Name: "unit: drain time", Status: StatusPass, Score: 1, MaxScore: 1, Message: "ok"},
+		{Task: "task2", Name: "shed 240/s: successes", Status: StatusInconclusive, MaxScore: 2,
+			Message: "runs disagree: pass (ok 812), fail (ok 798), pass (ok 815). Repeat 2: 798 succeeded; want 800–840"},
+	}
+	d.Total()
+	require.Equal(t, StatusInconclusive, d.Status)
+
+	var b bytes.Buffer
+	require.NoError(t, WriteJUnit(&b, d, loc))
+	var j junitSuites
+	require.NoError(t, xml.Unmarshal(b.Bytes(), &j))
+	assert.Equal(t, 1, j.Errors, "an inconclusive check is a JUnit error")
+	assert.Zero(t, j.Fails)
+	assert.Zero(t, j.Skipped, "not a skip, which CI hides")
+	c := j.Suites[0].Cases[1]
+	require.NotNil(t, c.Error)
+	assert.Equal(t, "inconclusive", c.Error.Type)
+	assert.Contains(t, c.Error.Message, "inconclusive: runs disagree: pass (ok 812), fail (ok 798)")
+	assert.Nil(t, j.Suites[0].Cases[0].Error)
+	assert.NotContains(t, b.String(), `type=""`, "other problems carry no type")
+
+	cl := Classroom(d, loc)
+	assert.Equal(t, "error", cl.Status, "Classroom knows no inconclusive; error does not blame the learner")
+	assert.Equal(t, "error", cl.Tests[1].Status)
+	assert.Zero(t, cl.Tests[1].Score)
+	assert.True(t, strings.HasPrefix(cl.Tests[1].Message, "inconclusive: runs disagree"), cl.Tests[1].Message)
+
+	g := Gradescope(d)
+	assert.Equal(t, "failed", g.Tests[1].Status)
+	assert.Zero(t, g.Tests[1].Score)
+	assert.Contains(t, g.Tests[1].Output, "INCONCLUSIVE")
+	assert.Contains(t, g.Tests[1].Output, "fail (ok 798)")
+	assert.Contains(t, g.Output, "inconclusive")
+
+	a := Annotations(d, loc)
+	require.Len(t, a, 1)
+	line := a[0].String()
+	assert.True(t, strings.HasPrefix(line, "::warning file=exercises/shedding/shedding.go,line=70,title="), line)
+	assert.Contains(t, line, "(inconclusive%2C 0 of 2)")
+}

@@ -26,11 +26,17 @@ type Status string
 // The statuses. A check that could not run (for example because an earlier
 // stage failed) is StatusSkip and scores 0; StatusError means the grader
 // itself, or the machine, failed, and says nothing about the learner's code.
+// StatusInconclusive is a check graded several times (grade --repeat) whose
+// repeats disagreed, some passing and some failing: it scores 0, its
+// message lists every repeat's verdict and values, and, like StatusError,
+// it says the measurement was too noisy to judge rather than that the
+// learner's code is wrong. See Combine.
 const (
-	StatusPass  Status = "pass"
-	StatusFail  Status = "fail"
-	StatusSkip  Status = "skip"
-	StatusError Status = "error"
+	StatusPass         Status = "pass"
+	StatusFail         Status = "fail"
+	StatusSkip         Status = "skip"
+	StatusError        Status = "error"
+	StatusInconclusive Status = "inconclusive"
 )
 
 // Document is one grade run.
@@ -38,19 +44,25 @@ type Document struct {
 	Schema   string    `json:"schema"`
 	Task     string    `json:"task"`   // "task1", or "all"
 	Impl     string    `json:"impl"`   // "exercises" or "solutions"
-	Status   Status    `json:"status"` // pass, fail or error
+	Status   Status    `json:"status"` // pass, fail, inconclusive or error
 	Score    float64   `json:"score"`
 	MaxScore float64   `json:"max_score"`
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
 	// Interrupted is true when the run was stopped (Ctrl-C) before the end;
 	// its checks and runs are whatever had completed.
-	Interrupted bool        `json:"interrupted,omitempty"`
-	Notes       []string    `json:"notes,omitempty"`
-	Checks      []Check     `json:"checks"`
-	Runs        []*Run      `json:"runs"`
-	Storms      []*Storm    `json:"storms,omitempty"`
-	Scenarios   []*Scenario `json:"scenarios,omitempty"`
+	Interrupted bool `json:"interrupted,omitempty"`
+	// Practice is true for a practice run (grade --quick): shorter floods,
+	// with bounds scaled to them. Its score is not the graded one.
+	Practice bool `json:"practice,omitempty"`
+	// Repeat is how many times each task was graded and combined into this
+	// document (grade --repeat N, see Combine); 0 when it was graded once.
+	Repeat    int         `json:"repeat,omitempty"`
+	Notes     []string    `json:"notes,omitempty"`
+	Checks    []Check     `json:"checks"`
+	Runs      []*Run      `json:"runs"`
+	Storms    []*Storm    `json:"storms,omitempty"`
+	Scenarios []*Scenario `json:"scenarios,omitempty"`
 	// Judge is task 5's judge report (schema ratelab.judge/v1, see the
 	// provider package), kept as it came.
 	Judge json.RawMessage `json:"judge,omitempty"`
@@ -79,6 +91,10 @@ type Check struct {
 	Expected map[string]float64 `json:"expected,omitempty"`
 	// Run names the flood the check was measured on, if any.
 	Run string `json:"run,omitempty"`
+	// Repeats holds every repeat's verdict and measurements when the check
+	// was graded several times (see Combine), in repeat order; a repeat
+	// that did not reach the check is left out.
+	Repeats []RepeatValue `json:"repeats,omitempty"`
 }
 
 // Env describes where a document was produced.
@@ -120,23 +136,38 @@ func CurrentEnv(commit string) Env {
 }
 
 // Total adds up the checks' scores and sets the document's status: error if
-// any check errored, else fail if any check did not pass, else pass.
+// any check errored, else fail if any check failed or was skipped (or has a
+// status this version does not know), else inconclusive if any check's
+// repeats disagreed, else pass. An interrupted document is at best a fail.
+// A failure outranks an inconclusive check because it is a verdict on the
+// learner's code whatever the noise; an error outranks both because the
+// grader or the machine could not be trusted at all.
 func (d *Document) Total() {
 	d.Score, d.MaxScore = 0, 0
 	d.Status = StatusPass
 	for _, c := range d.Checks {
 		d.Score += c.Score
 		d.MaxScore += c.MaxScore
-		switch {
-		case c.Status == StatusError:
-			d.Status = StatusError
-		case c.Status != StatusPass && d.Status == StatusPass:
-			d.Status = StatusFail
+		if s := docStatus(c.Status); statusRank[s] > statusRank[d.Status] {
+			d.Status = s
 		}
 	}
-	if d.Interrupted && d.Status == StatusPass {
+	if d.Interrupted && statusRank[d.Status] < statusRank[StatusFail] {
 		d.Status = StatusFail
 	}
+}
+
+// statusRank orders the document statuses by precedence in Total.
+var statusRank = map[Status]int{StatusPass: 0, StatusInconclusive: 1, StatusFail: 2, StatusError: 3}
+
+// docStatus is what one check's status makes of its document's: a skip,
+// or a status this version does not know, is a fail.
+func docStatus(s Status) Status {
+	switch s {
+	case StatusPass, StatusInconclusive, StatusFail, StatusError:
+		return s
+	}
+	return StatusFail
 }
 
 // Encode writes d as indented JSON.

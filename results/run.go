@@ -171,6 +171,9 @@ type Storm struct {
 	LastDoneS float64 `json:"last_done_s"`
 	// IdealS is the shortest possible storm: clients × work / slots.
 	IdealS float64 `json:"ideal_s,omitempty"`
+	// SimulatedS is the simulation's time for the same storm (model.Sim;
+	// the median over seeds with jitter), 0 if none was made.
+	SimulatedS float64 `json:"simulated_s,omitempty"`
 	// TimedOut is true when the storm hit its time limit before every
 	// client was done.
 	TimedOut bool `json:"timed_out,omitempty"`

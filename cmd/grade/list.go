@@ -113,6 +113,9 @@ func lastRuns(dir string) map[string]string {
 			if t.failed > 0 {
 				verdict = fmt.Sprintf("%d check(s) not passed", t.failed)
 			}
+			if doc.Practice {
+				verdict += ", practice run (--quick)"
+			}
 			best[task] = seen{doc.Finished, fmt.Sprintf("%g/%g, %s (%s, %s, %s)", t.score, t.max, verdict, doc.Impl,
 				doc.Finished.Local().Format("Jan 2 15:04"), filepath.Dir(p))}
 		}

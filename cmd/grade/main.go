@@ -3,7 +3,8 @@
 // by hand. Run `grade help` for the list of commands.
 //
 // Exit codes: 0 pass, 1 fail, 2 usage or bad input, 3 the grader itself
-// failed.
+// failed, or could not judge (the machine was too busy, or --repeat's
+// repeats disagreed).
 package main
 
 import (
@@ -127,7 +128,7 @@ func run(ctx context.Context, args []string) int {
 // valueFlags are the flags that take a separate value, for the flags given
 // before the command name.
 var valueFlags = map[string]bool{"out": true, "seconds": true, "timeout": true, "mode": true, "url": true, "port": true,
-	"summary": true, "junit": true, "format": true, "workers": true, "redis": true}
+	"summary": true, "junit": true, "format": true, "workers": true, "redis": true, "repeat": true}
 
 func takesValue(arg string) bool {
 	return valueFlags[strings.TrimLeft(arg, "-")]
@@ -178,7 +179,8 @@ The commands are:
 	fmt.Fprintf(w, `
 Use "grade help <command>" for more about a command.
 
-Exit codes: 0 pass, 1 fail, 2 usage or bad input, 3 the grader itself failed.
+Exit codes: 0 pass, 1 fail, 2 usage or bad input, 3 the grader itself failed
+or could not judge (the machine too busy, or --repeat's repeats disagreed).
 `)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -60,6 +61,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"hint", "task99"}, `unknown task "task99"`},
 		{[]string{"help", "nope"}, `unknown command "nope"`},
 		{[]string{"task1", "extra"}, "takes no arguments"},
+		{[]string{"task1", "--repeat", "0"}, "--repeat 0: want 1 to 10"},
+		{[]string{"all", "--repeat", "11"}, "--repeat 11: want 1 to 10"},
+		{[]string{"--repeat", "-1", "all"}, "--repeat -1: want 1 to 10"}, // before the command
+		{[]string{"task2", "--repeat=3x"}, "invalid value"},
 	}
 	for _, tt := range tests {
 		code, _, errOut := runCapture(t, context.Background(), tt.args...)
@@ -87,6 +92,52 @@ func TestHelp(t *testing.T) {
 	code, out, _ = runCapture(t, context.Background(), "--help")
 	assert.Equal(t, exitPass, code)
 	assert.Contains(t, out, "Exit codes")
+	code, out, _ = runCapture(t, context.Background(), "help", "all")
+	assert.Equal(t, exitPass, code)
+	assert.Contains(t, out, "[--repeat N]")
+	assert.Contains(t, out, "-repeat int")
+}
+
+// A document's status decides the exit code: inconclusive checks are the
+// machine's noise (exit 3, like errors), never the learner's fail.
+func TestVerdictError(t *testing.T) {
+	tests := []struct {
+		status results.Status
+		want   int
+	}{
+		{results.StatusPass, exitPass},
+		{results.StatusFail, exitFail},
+		{results.StatusError, exitGrader},
+		{results.StatusInconclusive, exitGrader},
+	}
+	for _, tt := range tests {
+		err := verdictError("all", &results.Document{Status: tt.status, Score: 3, MaxScore: 5})
+		var fe failError
+		var ue usageError
+		got := exitGrader
+		switch {
+		case err == nil:
+			got = exitPass
+		case errors.As(err, &ue):
+			got = exitUsage
+		case errors.As(err, &fe):
+			got = exitFail
+		}
+		assert.Equal(t, tt.want, got, "verdictError(%s) = %v: exit %d; want %d", tt.status, err, got, tt.want)
+		if tt.status == results.StatusInconclusive {
+			assert.ErrorContains(t, err, "disagreed across repeats")
+		}
+	}
+}
+
+// merge keeps the repeat count of the tasks it folds together.
+func TestMergeRepeat(t *testing.T) {
+	a := &results.Document{Task: "task1", Repeat: 3, Checks: []results.Check{{Task: "task1", Status: results.StatusPass}}}
+	b := &results.Document{Task: "task2", Repeat: 3, Checks: []results.Check{{Task: "task2", Status: results.StatusInconclusive}}}
+	doc := merge(merge(nil, a, "all"), b, "all")
+	assert.Equal(t, 3, doc.Repeat)
+	assert.Equal(t, results.StatusInconclusive, doc.Status)
+	assert.Same(t, doc, merge(doc, nil, "all"), "a task that wrote no document adds nothing")
 }
 
 func TestListAndHint(t *testing.T) {

@@ -28,6 +28,8 @@ type taskFlags struct {
 	summary   string
 	noReport  bool
 	redis     string
+	quick     bool
+	repeat    int
 }
 
 func (f *taskFlags) declare(fs *flag.FlagSet) {
@@ -39,8 +41,14 @@ func (f *taskFlags) declare(fs *flag.FlagSet) {
 	fs.StringVar(&f.junit, "junit", "", "also write the checks as JUnit XML to this file")
 	fs.StringVar(&f.summary, "summary", "", "also write a Markdown score table to this file (with --format github, $GITHUB_STEP_SUMMARY is used when set)")
 	fs.BoolVar(&f.noReport, "no-report", false, "do not write the HTML report beside results.json")
+	fs.BoolVar(&f.quick, "quick", false, fmt.Sprintf("practice run: every flood sends for %s instead of 10 s, with the bounds scaled to that; the result is marked practice and is not the graded score", grader.QuickDuration))
+	fs.IntVar(&f.repeat, "repeat", 1, fmt.Sprintf("grade each task N times (1 to %d) and combine them: a check whose repeats disagree is marked inconclusive, with every repeat's values, and the run exits 3", maxRepeat))
 	fs.StringVar(&f.redis, "redis", os.Getenv("REDIS_URL"), "task 6: a real Redis, such as redis://127.0.0.1:6379 (default $REDIS_URL, else an embedded miniredis)")
 }
+
+// maxRepeat is the most --repeat allows: ten gradings of everything
+// already take the best part of an hour.
+const maxRepeat = 10
 
 // formats are the values --format takes.
 var formats = map[string]bool{"text": true, "json": true, "github": true, "classroom": true, "gradescope": true}
@@ -49,13 +57,18 @@ func init() {
 	for _, t := range grader.Tasks() {
 		commands = append(commands, &command{
 			Name:      t.ID,
-			UsageLine: t.ID + " [--solutions] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE] [--summary FILE] [--no-report]",
+			UsageLine: t.ID + " [--solutions] [--repeat N] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE] [--summary FILE] [--no-report]",
 			Short:     fmt.Sprintf("grade task %d: %s", t.Number, t.Title),
 			Long: fmt.Sprintf(`%s runs task %d's stages, checks the lesson's invariants and prints a
 score. The handout is %s; 'grade hint %s' prints the hints.
 
 The results document (schema %s, see docs/RESULTS.md) is written to
-DIR/results.json; an existing one is kept unless --force is given.`, t.ID, t.Number, t.Handout, t.ID, results.Schema),
+DIR/results.json; an existing one is kept unless --force is given.
+
+--repeat N grades the task N times and writes one document: a check whose
+repeats disagree (some pass, some fail) is marked inconclusive, scores 0
+and lists every repeat's verdict and values; the run then exits 3, since
+that is the machine's noise and not the code.`, t.ID, t.Number, t.Handout, t.ID, results.Schema),
 			Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
 				var f taskFlags
 				f.declare(fs)
@@ -70,10 +83,14 @@ DIR/results.json; an existing one is kept unless --force is given.`, t.ID, t.Num
 	}
 	commands = append(commands, &command{
 		Name:      "all",
-		UsageLine: "all [--solutions] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE] [--summary FILE] [--no-report]",
+		UsageLine: "all [--solutions] [--repeat N] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE] [--summary FILE] [--no-report]",
 		Short:     "grade every task",
 		Long: `All grades every task in order and writes one results document for the
-lot. Use --solutions to grade the reference (it must score full marks).`,
+lot. Use --solutions to grade the reference (it must score full marks).
+
+--repeat N grades each task N times in a row and reports the spread: a
+check whose repeats disagree is marked inconclusive with every repeat's
+values, never passed or failed silently, and the run exits 3.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
 			var f taskFlags
 			f.declare(fs)
@@ -95,6 +112,9 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 	}
 	if !formats[f.format] {
 		return usagef("--format %q: want text, json, github, classroom or gradescope", f.format)
+	}
+	if f.repeat < 1 || f.repeat > maxRepeat {
+		return usagef("--repeat %d: want 1 to %d", f.repeat, maxRepeat)
 	}
 	impl := grader.Exercises
 	if f.solutions {
@@ -119,21 +139,27 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 	if err != nil {
 		return fmt.Errorf("calibrate the load generator: %w", err)
 	}
+	if f.quick {
+		fmt.Fprintf(human, "PRACTICE RUN (--quick): floods send for %s, not the lesson's 10 s; grade without --quick for the score that counts\n", grader.QuickDuration)
+	}
 	fmt.Fprintf(human, "calibration: %d of %d requests at %g/s sent, send lag p99 %.1f ms, a 100 ms sleep overshoots by %.2f ms: %s\n",
 		cal.Issued, cal.Expected, cal.CalibrateRate, cal.SendLagP99MS, cal.SleepOverMS, map[bool]string{true: "ok", false: "NOT OK, " + cal.Reason}[cal.OK])
 	if f.redis == "off" {
 		f.redis = ""
 	}
-	opts := grader.Options{Impl: impl, Log: human, Root: root, Calibration: cal, Progress: progressPrinter(human), RedisURL: f.redis}
+	opts := grader.Options{Impl: impl, Log: human, Root: root, Calibration: cal, Progress: progressPrinter(human), RedisURL: f.redis, Quick: f.quick}
 	var doc *results.Document
 	var gradeErr error
 	for _, t := range tasks {
-		d, err := grader.Grade(ctx, t, opts)
+		d, err := gradeRepeated(ctx, t, opts, f.repeat, human)
 		doc = merge(doc, d, id)
 		if err != nil {
 			gradeErr = err
 			break
 		}
+	}
+	if doc == nil {
+		return fmt.Errorf("grading stopped: %w", gradeErr)
 	}
 	if key := os.Getenv(results.SigningKeyEnv); key != "" {
 		if err := results.Sign(doc, []byte(key)); err != nil {
@@ -163,12 +189,24 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 		return gradeErr
 	case gradeErr != nil:
 		return fmt.Errorf("grading stopped: %w", gradeErr)
-	case doc.Status == results.StatusError:
-		return errors.New("some checks could not be judged (status error); see their messages")
-	case doc.Status != results.StatusPass:
-		return failError{fmt.Sprintf("%s scored %g of %g", id, doc.Score, doc.MaxScore)}
 	}
-	return nil
+	return verdictError(id, doc)
+}
+
+// verdictError is what a finished document's status makes of the run: nil
+// for a pass, a failError (exit 1) for a fail, and a plain error (exit 3)
+// when checks could not be judged or disagreed across repeats, which is
+// the machine and not the learner.
+func verdictError(id string, doc *results.Document) error {
+	switch doc.Status {
+	case results.StatusPass:
+		return nil
+	case results.StatusError:
+		return errors.New("some checks could not be judged (status error); see their messages")
+	case results.StatusInconclusive:
+		return errors.New("some checks disagreed across repeats; they are marked inconclusive with their values (grade again on a quieter machine)")
+	}
+	return failError{fmt.Sprintf("%s scored %g of %g", id, doc.Score, doc.MaxScore)}
 }
 
 // writeFormats prints or writes the other forms of doc that f asks for.
@@ -264,8 +302,41 @@ func locator(root string) results.Locator {
 	}
 }
 
+// gradeRepeated grades t n times in a row and combines the documents with
+// results.Combine. It stops at the first repeat that returns an error (such
+// as Ctrl-C) and combines what it has. It returns nil only if no repeat
+// wrote a document.
+func gradeRepeated(ctx context.Context, t grader.Task, opts grader.Options, n int, log io.Writer) (*results.Document, error) {
+	var docs []*results.Document
+	var err error
+	for k := 1; k <= n; k++ {
+		if n > 1 {
+			fmt.Fprintf(log, "%s: repeat %d of %d\n", t.ID, k, n)
+		}
+		var d *results.Document
+		d, err = grader.Grade(ctx, t, opts)
+		if d != nil {
+			docs = append(docs, d)
+		}
+		if err != nil {
+			break
+		}
+	}
+	if len(docs) == 0 {
+		return nil, err
+	}
+	doc, cerr := results.Combine(docs)
+	if cerr != nil {
+		return docs[0], errors.Join(err, cerr)
+	}
+	return doc, err
+}
+
 // merge folds one task's document into the running one.
 func merge(into, d *results.Document, id string) *results.Document {
+	if d == nil {
+		return into
+	}
 	if into == nil {
 		d.Task = id
 		return d
@@ -274,6 +345,7 @@ func merge(into, d *results.Document, id string) *results.Document {
 	into.Runs = append(into.Runs, d.Runs...)
 	into.Notes = append(into.Notes, d.Notes...)
 	into.Interrupted = into.Interrupted || d.Interrupted
+	into.Repeat = max(into.Repeat, d.Repeat)
 	into.Storms = append(into.Storms, d.Storms...)
 	into.Scenarios = append(into.Scenarios, d.Scenarios...)
 	if d.Judge != nil {
@@ -295,7 +367,11 @@ func outDir(f taskFlags, id string, impl grader.Impl) (string, error) {
 		}
 		return f.out, nil
 	}
-	base := filepath.Join("ratelab-runs", fmt.Sprintf("%s-%s-%s", id, impl, time.Now().UTC().Format("20060102-150405")))
+	kind := string(impl)
+	if f.quick {
+		kind += "-practice"
+	}
+	base := filepath.Join("ratelab-runs", fmt.Sprintf("%s-%s-%s", id, kind, time.Now().UTC().Format("20060102-150405")))
 	dir := base
 	for i := 2; ; i++ {
 		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
