@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -197,4 +198,53 @@ func TestFloodJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &doc))
 	require.Len(t, doc.Runs, 1)
 	assert.Equal(t, int64(10), doc.Runs[0].OK)
+}
+
+// grade report turns a results.json graded earlier into Classroom's result,
+// JUnit and a summary without grading again, and exits with its verdict.
+func TestReportFormats(t *testing.T) {
+	tests := []struct {
+		src  string
+		code int
+	}{
+		{"../../reports/testdata/task4.json", exitPass},
+		{"../../reports/testdata/cohort/bob/results.json", exitFail},
+	}
+	for _, tt := range tests {
+		t.Run(filepath.Base(filepath.Dir(tt.src)), func(t *testing.T) {
+			dir := t.TempDir()
+			b, err := os.ReadFile(tt.src)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644))
+			ghOut := filepath.Join(dir, "github_output")
+			t.Setenv("GITHUB_OUTPUT", ghOut)
+			junit, summary := filepath.Join(dir, "junit.xml"), filepath.Join(dir, "summary.md")
+			code, out, errOut := runCapture(t, context.Background(), "report", "--format", "classroom", "--no-report", "--junit", junit, "--summary", summary, dir)
+			assert.Equal(t, tt.code, code, "stderr: %s", errOut)
+			assert.NoDirExists(t, filepath.Join(dir, "report"), "--no-report")
+
+			raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(out))
+			require.NoError(t, err, "stdout is Classroom's base64 result")
+			var cls struct {
+				MaxScore float64 `json:"max_score"`
+				Tests    []struct {
+					Name string `json:"name"`
+				} `json:"tests"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &cls))
+			var doc results.Document
+			require.NoError(t, json.Unmarshal(b, &doc))
+			assert.Equal(t, doc.MaxScore, cls.MaxScore)
+			assert.Len(t, cls.Tests, len(doc.Checks))
+
+			gh, err := os.ReadFile(ghOut)
+			require.NoError(t, err)
+			assert.Equal(t, "result="+strings.TrimSpace(out)+"\n", string(gh))
+			assert.FileExists(t, junit)
+			assert.FileExists(t, summary)
+		})
+	}
+	code, _, errOut := runCapture(t, context.Background(), "report", "--format", "xml", "../../reports/testdata/task4.json")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, `--format "xml"`)
 }

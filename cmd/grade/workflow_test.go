@@ -182,9 +182,10 @@ func TestClassroomWorkflow(t *testing.T) {
 	assert.Contains(t, upload.With["path"], "${{ runner.temp }}/results")
 
 	ri, runner := find("with id ratelab", func(s ghStep) bool { return s.ID == "ratelab" })
-	assert.Contains(t, runner.Run, "./cmd/grade all")
+	assert.Contains(t, runner.Run, "./cmd/grade report", "Classroom's result comes from the same grading, not a second one")
+	assert.Contains(t, runner.Run, `"$RUNNER_TEMP/results"`, "it reads the results.json the grade step wrote")
 	assert.Contains(t, runner.Run, "--format classroom")
-	assert.NotContains(t, runner.Run, `"$RUNNER_TEMP/results"`, "a second grade into the same --out would refuse to run")
+	assert.Greater(t, ri, gi, "the Classroom result comes after grading")
 	assert.True(t, strings.Contains(runner.If, "always()") || strings.Contains(runner.If, "!cancelled()"), "Classroom gets a score when grading fails too")
 
 	pi, reporter := find("reports to Classroom", func(s ghStep) bool {
