@@ -42,6 +42,12 @@ const (
 	// least half the simulated time is far above any jittered run: a
 	// client whose "no jitter" still jitters fails it.
 	task4NoJitterShare = 0.5
+	// Honouring a Retry-After that the server spreads at its capacity
+	// finishes in 6.1–6.4 s here; it must beat the simulation's median
+	// storm with jitter alone (7.4 s), not this run's jitter storm: jitter
+	// is random, and a lucky 6.7 s run (the simulation's fastest seed) must
+	// not fail a correct client.
+
 	// The share of 250 ms bins with no send at all, from 1 s until the last
 	// call ended. Jitter spreads every round of retries over its window,
 	// so hardly a bin stays empty (0 to 10% measured here); without it,
@@ -304,10 +310,11 @@ func checkTask4Storms(g *grading, s []*results.Storm, simJit, simLock stormForec
 	g.check(results.Check{Name: "storms: every client eventually succeeds", MaxScore: 1, Message: msg}, all, nil)
 	g.check(results.Check{
 		Name: "storm: honouring a spread Retry-After beats jitter alone", MaxScore: 1,
-		Message: fmt.Sprintf("when the server tells each shed client when to come back, spread at its capacity, and the client honours it: %.1f s with jitter (%.1f s without), against %.1f s for jitter alone and the ideal %.1f s",
-			jitRA.LastDoneS, nojitRA.LastDoneS, jit.LastDoneS, ideal),
-		Measured: map[string]float64{"last_done_s": jitRA.LastDoneS, "last_done_s_no_jitter": nojitRA.LastDoneS}, Expected: map[string]float64{"last_done_s_max": jit.LastDoneS},
-	}, !jitRA.TimedOut && jitRA.LastDoneS < jit.LastDoneS, nil)
+		Message: fmt.Sprintf("when the server tells each shed client when to come back, spread at its capacity, and the client honours it: %.1f s with jitter (%.1f s without); want under the %.1f s jitter alone takes (the simulation's median; this run's jitter storm took %.1f s, the ideal is %.1f s)",
+			jitRA.LastDoneS, nojitRA.LastDoneS, simJit.MedianS, jit.LastDoneS, ideal),
+		Measured: map[string]float64{"last_done_s": jitRA.LastDoneS, "last_done_s_no_jitter": nojitRA.LastDoneS, "last_done_s_jitter_alone": jit.LastDoneS},
+		Expected: map[string]float64{"last_done_s_max": simJit.MedianS},
+	}, !jitRA.TimedOut && jitRA.LastDoneS < simJit.MedianS, nil)
 }
 
 func checkTask4Amplify(g *grading, naive, budget *results.Storm) {
