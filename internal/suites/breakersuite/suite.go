@@ -38,7 +38,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,7 +45,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"ratelab/lab"
+	"ratelab/internal/suites/suitekit"
 )
 
 // Settings has the fields of the package's BreakerSettings, with the same
@@ -138,26 +137,6 @@ type suite struct {
 
 // --- Calling the code under test ---
 
-// catch runs f and returns what it panicked with, if anything, and where.
-func catch(f func()) (panicked any, stack []byte) {
-	defer func() {
-		if r := recover(); r != nil {
-			panicked, stack = r, debug.Stack()
-		}
-	}()
-	f()
-	return nil, nil
-}
-
-// panicReport describes a panic of call: just the TODO message for a stub
-// that is not written yet, the value and the stack otherwise.
-func panicReport(call string, r any, stack []byte) string {
-	if err, ok := r.(error); ok && errors.Is(err, lab.ErrNotImplemented) {
-		return err.Error()
-	}
-	return fmt.Sprintf("%s panicked: %v\n%s", call, r, stack)
-}
-
 // breaker wraps a Breaker under test for one subtest. Its methods fail the
 // subtest, rather than crash the test binary, when the code panics, and
 // print times as offsets from the breaker's creation.
@@ -173,8 +152,8 @@ type breaker struct {
 func (s *suite) breaker(t *testing.T, cfg Settings) *breaker {
 	t.Helper()
 	var b Breaker
-	if r, stack := catch(func() { b = s.impl.New(cfg) }); r != nil {
-		t.Fatal(panicReport(fmt.Sprintf("NewBreaker(%+v)", cfg), r, stack))
+	if r, stack := suitekit.Catch(func() { b = s.impl.New(cfg) }); r != nil {
+		t.Fatal(suitekit.PanicReport(fmt.Sprintf("NewBreaker(%+v)", cfg), r, stack))
 	}
 	if isNil(b) {
 		t.Fatalf("NewBreaker(%+v) = nil; want a breaker", cfg)
@@ -197,8 +176,8 @@ func (x *breaker) now() time.Duration { return time.Since(x.start) }
 // allow calls Allow.
 func (x *breaker) allow() (done func(bool), err error) {
 	x.t.Helper()
-	if r, stack := catch(func() { done, err = x.b.Allow() }); r != nil {
-		x.t.Fatal(panicReport("Allow()", r, stack))
+	if r, stack := suitekit.Catch(func() { done, err = x.b.Allow() }); r != nil {
+		x.t.Fatal(suitekit.PanicReport("Allow()", r, stack))
 	}
 	return done, err
 }
@@ -207,8 +186,8 @@ func (x *breaker) allow() (done func(bool), err error) {
 func (x *breaker) state() State {
 	x.t.Helper()
 	var st State
-	if r, stack := catch(func() { st = x.impl.State(x.b) }); r != nil {
-		x.t.Fatal(panicReport("State()", r, stack))
+	if r, stack := suitekit.Catch(func() { st = x.impl.State(x.b) }); r != nil {
+		x.t.Fatal(suitekit.PanicReport("State()", r, stack))
 	}
 	return st
 }
@@ -242,8 +221,8 @@ func (x *breaker) refuse(why string) {
 // report calls done(success); what names the call in messages.
 func (x *breaker) report(done func(bool), success bool, what string) {
 	x.t.Helper()
-	if r, stack := catch(func() { done(success) }); r != nil {
-		x.t.Fatal(panicReport(fmt.Sprintf("done(%v) of %s", success, what), r, stack))
+	if r, stack := suitekit.Catch(func() { done(success) }); r != nil {
+		x.t.Fatal(suitekit.PanicReport(fmt.Sprintf("done(%v) of %s", success, what), r, stack))
 	}
 	x.log = append(x.log, fmt.Sprintf("t=%v %s: done(%v)", x.now(), what, success))
 }
@@ -514,9 +493,9 @@ func (s *suite) halfOpenLimit(t *testing.T) {
 			<-start
 			var done func(bool)
 			var err error
-			if r, stack := catch(func() { done, err = x.b.Allow() }); r != nil {
+			if r, stack := suitekit.Catch(func() { done, err = x.b.Allow() }); r != nil {
 				mu.Lock()
-				panics = append(panics, panicReport(fmt.Sprintf("Allow() in goroutine %d", g), r, stack))
+				panics = append(panics, suitekit.PanicReport(fmt.Sprintf("Allow() in goroutine %d", g), r, stack))
 				mu.Unlock()
 				return
 			}
@@ -812,8 +791,8 @@ func hammer(t *testing.T, n int, f func(g int)) {
 	for g := range n {
 		wg.Go(func() {
 			<-start
-			if r, stack := catch(func() { f(g) }); r != nil {
-				first.CompareAndSwap(nil, panicReport(fmt.Sprintf("a call in goroutine %d", g), r, stack))
+			if r, stack := suitekit.Catch(func() { f(g) }); r != nil {
+				first.CompareAndSwap(nil, suitekit.PanicReport(fmt.Sprintf("a call in goroutine %d", g), r, stack))
 			}
 		})
 	}
@@ -837,8 +816,8 @@ func (s *suite) stateString(t *testing.T) {
 		{42, "State(42)"},
 	} {
 		var got string
-		if r, stack := catch(func() { got = s.impl.String(tt.s) }); r != nil {
-			t.Fatal(panicReport(fmt.Sprintf("State(%d).String()", int(tt.s)), r, stack))
+		if r, stack := suitekit.Catch(func() { got = s.impl.String(tt.s) }); r != nil {
+			t.Fatal(suitekit.PanicReport(fmt.Sprintf("State(%d).String()", int(tt.s)), r, stack))
 		}
 		if got != tt.want {
 			t.Errorf("State(%d).String() = %q; want %q", int(tt.s), got, tt.want)

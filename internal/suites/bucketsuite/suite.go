@@ -16,13 +16,11 @@
 package bucketsuite
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
 	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +29,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"ratelab/internal/suites/suitekit"
 	"ratelab/lab"
 )
 
@@ -98,26 +97,6 @@ type suite struct {
 
 // --- Calling the code under test ---
 
-// catch runs f and returns what it panicked with, if anything, and where.
-func catch(f func()) (panicked any, stack []byte) {
-	defer func() {
-		if r := recover(); r != nil {
-			panicked, stack = r, debug.Stack()
-		}
-	}()
-	f()
-	return nil, nil
-}
-
-// panicReport describes a panic of call: just the TODO message for a stub
-// that is not written yet, the value and the stack otherwise.
-func panicReport(call string, r any, stack []byte) string {
-	if err, ok := r.(error); ok && errors.Is(err, lab.ErrNotImplemented) {
-		return err.Error()
-	}
-	return fmt.Sprintf("%s panicked: %v\n%s", call, r, stack)
-}
-
 // bucket wraps a Bucket under test for one subtest. Its methods fail the
 // subtest, rather than crash the test binary, when the code panics.
 type bucket struct {
@@ -129,8 +108,8 @@ type bucket struct {
 func (s *suite) bucket(t *testing.T, rate, burst float64) *bucket {
 	t.Helper()
 	var b Bucket
-	if r, stack := catch(func() { b = s.newBucket(rate, burst) }); r != nil {
-		t.Fatal(panicReport(fmt.Sprintf("NewTokenBucket(%v, %v)", rate, burst), r, stack))
+	if r, stack := suitekit.Catch(func() { b = s.newBucket(rate, burst) }); r != nil {
+		t.Fatal(suitekit.PanicReport(fmt.Sprintf("NewTokenBucket(%v, %v)", rate, burst), r, stack))
 	}
 	if b == nil {
 		t.Fatalf("NewTokenBucket(%v, %v) = nil; want a bucket", rate, burst)
@@ -141,8 +120,8 @@ func (s *suite) bucket(t *testing.T, rate, burst float64) *bucket {
 // take calls TryTake(n).
 func (x *bucket) take(n float64) (ok bool, wait time.Duration) {
 	x.t.Helper()
-	if r, stack := catch(func() { ok, wait = x.b.TryTake(n) }); r != nil {
-		x.t.Fatal(panicReport(fmt.Sprintf("TryTake(%v)", n), r, stack))
+	if r, stack := suitekit.Catch(func() { ok, wait = x.b.TryTake(n) }); r != nil {
+		x.t.Fatal(suitekit.PanicReport(fmt.Sprintf("TryTake(%v)", n), r, stack))
 	}
 	return ok, wait
 }
@@ -178,8 +157,8 @@ type keyed struct {
 func (s *suite) keyed(t *testing.T, rate, burst float64) *keyed {
 	t.Helper()
 	var k Keyed
-	if r, stack := catch(func() { k = s.newKeyed(rate, burst) }); r != nil {
-		t.Fatal(panicReport(fmt.Sprintf("NewKeyedLimiter(%v, %v)", rate, burst), r, stack))
+	if r, stack := suitekit.Catch(func() { k = s.newKeyed(rate, burst) }); r != nil {
+		t.Fatal(suitekit.PanicReport(fmt.Sprintf("NewKeyedLimiter(%v, %v)", rate, burst), r, stack))
 	}
 	if k == nil {
 		t.Fatalf("NewKeyedLimiter(%v, %v) = nil; want a limiter", rate, burst)
@@ -189,8 +168,8 @@ func (s *suite) keyed(t *testing.T, rate, burst float64) *keyed {
 
 func (x *keyed) take(key string, n float64) (ok bool, wait time.Duration) {
 	x.t.Helper()
-	if r, stack := catch(func() { ok, wait = x.k.TryTake(key, n) }); r != nil {
-		x.t.Fatal(panicReport(fmt.Sprintf("TryTake(%q, %v)", key, n), r, stack))
+	if r, stack := suitekit.Catch(func() { ok, wait = x.k.TryTake(key, n) }); r != nil {
+		x.t.Fatal(suitekit.PanicReport(fmt.Sprintf("TryTake(%q, %v)", key, n), r, stack))
 	}
 	return ok, wait
 }
@@ -467,8 +446,8 @@ func hammer(t *testing.T, n int, f func(g int)) {
 	for g := range n {
 		wg.Go(func() {
 			<-start
-			if r, stack := catch(func() { f(g) }); r != nil {
-				first.CompareAndSwap(nil, panicReport(fmt.Sprintf("TryTake in goroutine %d", g), r, stack))
+			if r, stack := suitekit.Catch(func() { f(g) }); r != nil {
+				first.CompareAndSwap(nil, suitekit.PanicReport(fmt.Sprintf("TryTake in goroutine %d", g), r, stack))
 			}
 		})
 	}

@@ -32,7 +32,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,7 +40,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"ratelab/lab"
+	"ratelab/internal/suites/suitekit"
 	"ratelab/provider"
 )
 
@@ -134,21 +133,6 @@ const (
 
 // --- Calling the code under test ---
 
-// catch runs f and returns a report of what it panicked with, or "".
-func catch(call string, f func()) (report string) {
-	defer func() {
-		if r := recover(); r != nil {
-			if err, ok := r.(error); ok && errors.Is(err, lab.ErrNotImplemented) {
-				report = err.Error()
-				return
-			}
-			report = fmt.Sprintf("%s panicked: %v\n%s", call, r, debug.Stack())
-		}
-	}()
-	f()
-	return ""
-}
-
 // panics collects the panic reports of goroutines.
 type panics struct {
 	mu    sync.Mutex
@@ -187,7 +171,7 @@ type bucket struct {
 func (s *suite) bucket(t *testing.T, rate, burst float64) *bucket {
 	t.Helper()
 	var b Bucket
-	if r := catch(fmt.Sprintf("NewWaitingBucket(%v, %v)", rate, burst), func() { b = s.newBucket(rate, burst) }); r != "" {
+	if r := suitekit.Report(fmt.Sprintf("NewWaitingBucket(%v, %v)", rate, burst), func() { b = s.newBucket(rate, burst) }); r != "" {
 		t.Fatal(r)
 	}
 	if b == nil {
@@ -203,7 +187,7 @@ func (x *bucket) now() time.Duration { return time.Since(x.start) }
 func (x *bucket) take(ctx context.Context, n float64) error {
 	x.t.Helper()
 	var err error
-	if r := catch(fmt.Sprintf("Take(ctx, %v)", n), func() { err = x.b.Take(ctx, n) }); r != "" {
+	if r := suitekit.Report(fmt.Sprintf("Take(ctx, %v)", n), func() { err = x.b.Take(ctx, n) }); r != "" {
 		x.t.Fatal(r)
 	}
 	return err
@@ -257,7 +241,7 @@ func (s *suite) firstComeFirstServed(t *testing.T) {
 	for i := range 5 {
 		wg.Go(func() {
 			var err error
-			p.add(catch(fmt.Sprintf("Take(ctx, 1) in waiter %d", i), func() { err = x.b.Take(context.Background(), 1) }))
+			p.add(suitekit.Report(fmt.Sprintf("Take(ctx, 1) in waiter %d", i), func() { err = x.b.Take(context.Background(), 1) }))
 			mu.Lock()
 			defer mu.Unlock()
 			done[i] = x.now()
@@ -293,13 +277,13 @@ func (s *suite) noStarvation(t *testing.T) {
 		bigErr  error
 	)
 	wg.Go(func() {
-		p.add(catch("Take(ctx, 10)", func() { bigErr = x.b.Take(context.Background(), 10) }))
+		p.add(suitekit.Report("Take(ctx, 10)", func() { bigErr = x.b.Take(context.Background(), 10) }))
 		bigDone = x.now()
 	})
 	synctest.Wait() // the big caller is waiting
 	for range 40 {
 		time.Sleep(50 * time.Millisecond)
-		wg.Go(func() { p.add(catch("Take(ctx, 1)", func() { _ = x.b.Take(context.Background(), 1) })) })
+		wg.Go(func() { p.add(suitekit.Report("Take(ctx, 1)", func() { _ = x.b.Take(context.Background(), 1) })) })
 	}
 	wg.Wait()
 	p.check(t)
@@ -378,7 +362,7 @@ func (s *suite) concurrentRate(t *testing.T) {
 		wg.Go(func() {
 			for range each {
 				var err error
-				p.add(catch(fmt.Sprintf("Take(ctx, 1) in goroutine %d", g), func() { err = x.b.Take(context.Background(), 1) }))
+				p.add(suitekit.Report(fmt.Sprintf("Take(ctx, 1) in goroutine %d", g), func() { err = x.b.Take(context.Background(), 1) }))
 				if err != nil {
 					p.add(fmt.Sprintf("Take(ctx, 1) in goroutine %d = %v; want nil", g, err))
 				}
@@ -623,7 +607,7 @@ func baseOptions(rt http.RoundTripper) Options {
 func (s *suite) client(t *testing.T, o Options) Client {
 	t.Helper()
 	var c Client
-	if r := catch("NewPoliteClient(opts)", func() { c = s.newClient(o) }); r != "" {
+	if r := suitekit.Report("NewPoliteClient(opts)", func() { c = s.newClient(o) }); r != "" {
 		t.Fatal(r)
 	}
 	if c == nil {
@@ -659,7 +643,7 @@ func create(t *testing.T, c Client, ctx context.Context, p provider.MessageParam
 		msg *provider.Message
 		err error
 	)
-	if r := catch("Create(ctx, params)", func() { msg, err = c.Create(ctx, p) }); r != "" {
+	if r := suitekit.Report("Create(ctx, params)", func() { msg, err = c.Create(ctx, p) }); r != "" {
 		t.Fatal(r)
 	}
 	return msg, err
@@ -677,7 +661,7 @@ func createAll(t *testing.T, c Client, ctx context.Context, ps []provider.Messag
 	)
 	for i, pp := range ps {
 		wg.Go(func() {
-			p.add(catch(fmt.Sprintf("Create(ctx, prompt %d)", i), func() { out[i].msg, out[i].err = c.Create(ctx, pp) }))
+			p.add(suitekit.Report(fmt.Sprintf("Create(ctx, prompt %d)", i), func() { out[i].msg, out[i].err = c.Create(ctx, pp) }))
 			out[i].done = time.Since(start)
 		})
 	}

@@ -54,7 +54,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,6 +65,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"ratelab/internal/redisenv"
+	"ratelab/internal/suites/suitekit"
 	"ratelab/lab"
 )
 
@@ -365,25 +365,6 @@ func (e *env) redisKey(name string) string {
 
 // --- Calling the code under test ---
 
-// catch runs f and returns what it panicked with, if anything, and where.
-func catch(f func()) (panicked any, stack []byte) {
-	defer func() {
-		if r := recover(); r != nil {
-			panicked, stack = r, debug.Stack()
-		}
-	}()
-	f()
-	return nil, nil
-}
-
-// panicReport describes a panic of call.
-func panicReport(call string, r any, stack []byte) string {
-	if err, ok := r.(error); ok && errors.Is(err, lab.ErrNotImplemented) {
-		return err.Error()
-	}
-	return fmt.Sprintf("%s panicked: %v\n%s", call, r, stack)
-}
-
 // errReport describes an error that should not have happened: just the TODO
 // message for a stub, the error and a word on it otherwise.
 func errReport(call string, err error) string {
@@ -414,8 +395,8 @@ func (e *env) limiterOn(rdb *redis.Client, rate, burst float64, log *slog.Logger
 		log = slog.New(slog.DiscardHandler)
 	}
 	var l Limiter
-	if r, stack := catch(func() { l = e.s.newLimiter(rdb, rate, burst, log) }); r != nil {
-		e.t.Fatal(panicReport(fmt.Sprintf("New(rdb, %v, %v)", rate, burst), r, stack))
+	if r, stack := suitekit.Catch(func() { l = e.s.newLimiter(rdb, rate, burst, log) }); r != nil {
+		e.t.Fatal(suitekit.PanicReport(fmt.Sprintf("New(rdb, %v, %v)", rate, burst), r, stack))
 	}
 	if l == nil {
 		e.t.Fatalf("New(rdb, %v, %v) = nil; want a limiter", rate, burst)
@@ -427,8 +408,8 @@ func (e *env) limiterOn(rdb *redis.Client, rate, burst float64, log *slog.Logger
 func (x *lim) try(ctx context.Context, name string, n float64) (ok bool, wait time.Duration, err error) {
 	x.e.t.Helper()
 	x.e.begin()
-	if r, stack := catch(func() { ok, wait, err = x.l.TryTakeCtx(ctx, x.e.key(name), n) }); r != nil {
-		x.e.t.Fatal(panicReport(fmt.Sprintf("TryTakeCtx(%q, %v)", name, n), r, stack))
+	if r, stack := suitekit.Catch(func() { ok, wait, err = x.l.TryTakeCtx(ctx, x.e.key(name), n) }); r != nil {
+		x.e.t.Fatal(suitekit.PanicReport(fmt.Sprintf("TryTakeCtx(%q, %v)", name, n), r, stack))
 	}
 	return ok, wait, err
 }
@@ -446,8 +427,8 @@ func (x *lim) take(name string, n float64) (ok bool, wait time.Duration) {
 // failOpen calls FailOpen.
 func (x *lim) failOpen() (count int64) {
 	x.e.t.Helper()
-	if r, stack := catch(func() { count = x.l.FailOpen() }); r != nil {
-		x.e.t.Fatal(panicReport("FailOpen()", r, stack))
+	if r, stack := suitekit.Catch(func() { count = x.l.FailOpen() }); r != nil {
+		x.e.t.Fatal(suitekit.PanicReport("FailOpen()", r, stack))
 	}
 	return count
 }
@@ -521,8 +502,8 @@ func (s *suite) startsFull(e *env) {
 		// TryTake, which the server calls, gives the same answers.
 		var ok bool
 		var wait time.Duration
-		if r, stack := catch(func() { ok, wait = x.l.TryTake(e.key("c"), 5) }); r != nil {
-			e.t.Fatal(panicReport(`TryTake("c", 5)`, r, stack))
+		if r, stack := suitekit.Catch(func() { ok, wait = x.l.TryTake(e.key("c"), 5) }); r != nil {
+			e.t.Fatal(suitekit.PanicReport(`TryTake("c", 5)`, r, stack))
 		}
 		if !ok || wait != 0 {
 			e.t.Fatalf("%s: TryTake(%q, 5) = (%v, %v); want (true, 0s)\na new key has a full bucket, and TryTake answers like TryTakeCtx", e.at(), "c", ok, wait)
@@ -928,8 +909,8 @@ func (s *suite) atomicity(e *env) {
 			for time.Since(start) < duration {
 				var ok bool
 				var err error
-				if r, stack := catch(func() { ok, _, err = x.l.TryTakeCtx(context.Background(), key, 1) }); r != nil {
-					firstErr.CompareAndSwap(nil, panicReport(fmt.Sprintf("TryTakeCtx in goroutine %d", g), r, stack))
+				if r, stack := suitekit.Catch(func() { ok, _, err = x.l.TryTakeCtx(context.Background(), key, 1) }); r != nil {
+					firstErr.CompareAndSwap(nil, suitekit.PanicReport(fmt.Sprintf("TryTakeCtx in goroutine %d", g), r, stack))
 					return
 				}
 				if err != nil {

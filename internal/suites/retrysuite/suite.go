@@ -58,7 +58,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,6 +66,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"ratelab/internal/suites/suitekit"
 	"ratelab/lab"
 )
 
@@ -160,31 +160,11 @@ type suite struct {
 
 // --- Calling the code under test ---
 
-// catch runs f and returns what it panicked with, if anything, and where.
-func catch(f func()) (panicked any, stack []byte) {
-	defer func() {
-		if r := recover(); r != nil {
-			panicked, stack = r, debug.Stack()
-		}
-	}()
-	f()
-	return nil, nil
-}
-
-// panicReport describes a panic of call: just the TODO message for a stub
-// that is not written yet, the value and the stack otherwise.
-func panicReport(call string, r any, stack []byte) string {
-	if err, ok := r.(error); ok && errors.Is(err, lab.ErrNotImplemented) {
-		return err.Error()
-	}
-	return fmt.Sprintf("%s panicked: %v\n%s", call, r, stack)
-}
-
 func (s *suite) delay(t *testing.T, attempt int, base, cap time.Duration, jitter bool) time.Duration {
 	t.Helper()
 	var d time.Duration
-	if r, stack := catch(func() { d = s.impl.BackoffDelay(attempt, base, cap, jitter) }); r != nil {
-		t.Fatal(panicReport(fmt.Sprintf("BackoffDelay(%d, %v, %v, %v)", attempt, base, cap, jitter), r, stack))
+	if r, stack := suitekit.Catch(func() { d = s.impl.BackoffDelay(attempt, base, cap, jitter) }); r != nil {
+		t.Fatal(suitekit.PanicReport(fmt.Sprintf("BackoffDelay(%d, %v, %v, %v)", attempt, base, cap, jitter), r, stack))
 	}
 	return d
 }
@@ -192,8 +172,8 @@ func (s *suite) delay(t *testing.T, attempt int, base, cap time.Duration, jitter
 func (s *suite) budget(t *testing.T, ratio float64) Budget {
 	t.Helper()
 	var b Budget
-	if r, stack := catch(func() { b = s.impl.NewRetryBudget(ratio) }); r != nil {
-		t.Fatal(panicReport(fmt.Sprintf("NewRetryBudget(%v)", ratio), r, stack))
+	if r, stack := suitekit.Catch(func() { b = s.impl.NewRetryBudget(ratio) }); r != nil {
+		t.Fatal(suitekit.PanicReport(fmt.Sprintf("NewRetryBudget(%v)", ratio), r, stack))
 	}
 	if b == nil {
 		t.Fatalf("NewRetryBudget(%v) = nil; want a budget", ratio)
@@ -203,16 +183,16 @@ func (s *suite) budget(t *testing.T, ratio float64) Budget {
 
 func deposit(t *testing.T, b Budget) {
 	t.Helper()
-	if r, stack := catch(b.OnFirstAttempt); r != nil {
-		t.Fatal(panicReport("RetryBudget.OnFirstAttempt()", r, stack))
+	if r, stack := suitekit.Catch(b.OnFirstAttempt); r != nil {
+		t.Fatal(suitekit.PanicReport("RetryBudget.OnFirstAttempt()", r, stack))
 	}
 }
 
 func withdraw(t *testing.T, b Budget) bool {
 	t.Helper()
 	var ok bool
-	if r, stack := catch(func() { ok = b.TryRetry() }); r != nil {
-		t.Fatal(panicReport("RetryBudget.TryRetry()", r, stack))
+	if r, stack := suitekit.Catch(func() { ok = b.TryRetry() }); r != nil {
+		t.Fatal(suitekit.PanicReport("RetryBudget.TryRetry()", r, stack))
 	}
 	return ok
 }
@@ -228,8 +208,8 @@ type outcome struct {
 // or a description of the panic it raised.
 func (s *suite) callWith(ctx context.Context, c *http.Client, req *http.Request, opts Options) (out outcome, failure string) {
 	start := time.Now()
-	if r, stack := catch(func() { out.resp, out.err = s.impl.CallWithRetries(ctx, c, req, opts) }); r != nil {
-		return out, panicReport("CallWithRetries", r, stack)
+	if r, stack := suitekit.Catch(func() { out.resp, out.err = s.impl.CallWithRetries(ctx, c, req, opts) }); r != nil {
+		return out, suitekit.PanicReport("CallWithRetries", r, stack)
 	}
 	out.took = time.Since(start)
 	return out, ""
@@ -1268,10 +1248,10 @@ func hammer(t *testing.T, n int, f func(g int)) {
 	for g := range n {
 		wg.Go(func() {
 			<-start
-			if r, stack := catch(func() { f(g) }); r != nil {
+			if r, stack := suitekit.Catch(func() { f(g) }); r != nil {
 				msg, ok := r.(report)
 				if !ok {
-					msg = report(panicReport(fmt.Sprintf("goroutine %d", g), r, stack))
+					msg = report(suitekit.PanicReport(fmt.Sprintf("goroutine %d", g), r, stack))
 				}
 				first.CompareAndSwap(nil, msg)
 			}
