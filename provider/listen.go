@@ -1,13 +1,6 @@
 package provider
 
-import (
-	"errors"
-	"fmt"
-	"net"
-	"net/http"
-	"sync"
-	"time"
-)
+import "ratelab/internal/loopback"
 
 // Instance is a Server listening on a TCP address, usually a loopback port.
 type Instance struct {
@@ -17,41 +10,20 @@ type Instance struct {
 	// Server is the fake API being served.
 	Server *Server
 
-	http      *http.Server
-	done      chan error
-	closeOnce sync.Once
-	closeErr  error
+	srv *loopback.Server
 }
 
 // Listen starts serving s on addr ("127.0.0.1:0" picks a free port). The
 // caller must Close the instance.
 func Listen(s *Server, addr string) (*Instance, error) {
-	ln, err := net.Listen("tcp", addr)
+	srv, err := loopback.Listen(s, addr, s.Close)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+		return nil, err
 	}
-	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	in := &Instance{URL: "http://" + ln.Addr().String(), Server: s, http: hs, done: make(chan error, 1)}
-	go func() {
-		err := hs.Serve(ln)
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
-		in.done <- err
-	}()
-	return in, nil
+	return &Instance{URL: srv.URL, Server: s, srv: srv}, nil
 }
 
 // Close stops the instance at once: it closes the listener and every
 // connection and makes the replies being generated give up. It returns once
 // the serving goroutine has ended, and is idempotent.
-func (in *Instance) Close() error {
-	in.closeOnce.Do(func() {
-		in.Server.Close()
-		in.closeErr = in.http.Close()
-		if err := <-in.done; err != nil && in.closeErr == nil {
-			in.closeErr = err
-		}
-	})
-	return in.closeErr
-}
+func (in *Instance) Close() error { return in.srv.Close() }
