@@ -232,7 +232,8 @@ func amplifyTask4(ctx context.Context, g *grading, stormBin string) (naive, budg
 		in.Close()
 		out[i] = st
 		g.doc.Storms = append(g.doc.Storms, st)
-		first, second := st.ReceivedRate(0, 5), st.ReceivedRate(5, 10)
+		first, _ := st.ReceivedRate(0, 5)
+		second, _ := st.ReceivedRate(5, 10)
 		g.logf("    calls %d, attempts %d, server received %.0f/s then %.0f/s, succeeded %d", st.Clients, st.Attempts, first, second, st.Succeeded)
 	}
 	return out[0], out[1], nil
@@ -318,7 +319,7 @@ func checkTask4Storms(g *grading, s []*results.Storm, simJit, simLock stormForec
 }
 
 func checkTask4Amplify(g *grading, naive, budget *results.Storm) {
-	second := naive.ReceivedRate(5, naive.DurationS)
+	second, _ := naive.ReceivedRate(5, naive.DurationS) // 0 without samples: the check fails
 	g.check(results.Check{
 		Name: "amplifier: immediate retries multiply the load", MaxScore: 1,
 		Message: fmt.Sprintf("100 calls/s, each retried at once up to 3 times: the server received %.0f attempts/s in the second half of the flood; want ≥ %.0f/s (%.1f×): every attempt times out in a line that never recovers, and is sent again",

@@ -109,7 +109,7 @@ func loadCohort(args []string, key []byte) (*Cohort, error) {
 			if doc.Practice {
 				// Shorter floods, bounds scaled to them: not comparable
 				// with graded runs, and not the learner's score.
-				c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: "practice run (grade --quick): 3 s floods, not a graded result"})
+				c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: "practice run (grade --quick): shortened floods, not a graded result"})
 				continue
 			}
 			sig := SigNotChecked

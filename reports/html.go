@@ -456,7 +456,7 @@ func (s *site) indexPage(files map[string][]byte) pageData {
 		}
 	}
 	if doc.Practice {
-		p.Warnings = append(p.Warnings, "Practice run (grade --quick): every flood sent for 3 s instead of the lesson's 10 s, with the bounds scaled to that. This is not the graded score; grade without --quick for that.")
+		p.Warnings = append(p.Warnings, "Practice run (grade --quick): its floods were shorter than the lesson's 10 s, with the bounds scaled to their length. This is not the graded score; grade without --quick for that.")
 	}
 	if doc.Interrupted {
 		p.Warnings = append(p.Warnings, "This run was interrupted (Ctrl-C): its checks and floods cover only what finished.")

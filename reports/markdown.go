@@ -65,7 +65,7 @@ func renderMarkdown(doc *results.Document, msgRunes int, omit bool) ([]byte, boo
 	fmt.Fprintf(&b, "## ratelab · %s · %s: %s %s, %s\n\n", mdText(doc.Task, 40), mdText(orDefault(doc.Impl, "?"), 40),
 		statusEmoji(doc.Status), strings.ToUpper(string(doc.Status)), points(doc.Score, doc.MaxScore))
 	if doc.Practice {
-		b.WriteString("> **Practice run** (`--quick`): every flood sent for 3 s instead of 10 s, with the bounds scaled to that. Grade without `--quick` for the score that counts.\n\n")
+		b.WriteString("> **Practice run** (`--quick`): its floods were shorter than the lesson's 10 s, with the bounds scaled to their length. Grade without `--quick` for the score that counts.\n\n")
 	}
 	if doc.Interrupted {
 		b.WriteString("> **Interrupted** (Ctrl-C): the checks and floods cover only what finished.\n\n")

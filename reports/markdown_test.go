@@ -3,6 +3,8 @@ package reports
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -135,4 +137,23 @@ func TestMarkdownRepeatGolden(t *testing.T) {
 	assert.Contains(t, out, "| 🔀 | shed 240/s: successes pinned at capacity | 0/2 | runs disagree: pass (ok 814), fail (ok 771), pass (ok 816). Repeat 2: 771 succeeded; want 780 to 840 (run shed 240/s (repeat 2)) |")
 	assert.Contains(t, out, "| shed 240/s (repeat 3) |", "every repeat's floods are listed")
 	golden(t, "summary-repeat.golden.md", b.Bytes())
+}
+
+// A practice run (grade --quick) says so in every form a learner reads,
+// and a graded run does not.
+func TestPracticeRunIsLabelled(t *testing.T) {
+	for _, practice := range []bool{false, true} {
+		doc := testDoc(t)
+		doc.Practice = practice
+		var md, text bytes.Buffer
+		require.NoError(t, Markdown(&md, doc))
+		require.NoError(t, Text(&text, doc))
+		dir := t.TempDir()
+		require.NoError(t, WriteHTML(dir, doc))
+		index, err := os.ReadFile(filepath.Join(dir, "index.html"))
+		require.NoError(t, err)
+		for form, out := range map[string]string{"markdown": md.String(), "text": text.String(), "html": string(index)} {
+			assert.Equal(t, practice, strings.Contains(strings.ToLower(out), "practice run"), "%s, practice %v", form, practice)
+		}
+	}
 }

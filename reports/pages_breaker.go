@@ -346,11 +346,8 @@ func scenarioLatencyBlock(id string, scs []*results.Scenario, caption string) (b
 			if err != nil || h.TotalCount() == 0 {
 				continue
 			}
-			var data []opts.LineData
-			for _, p := range percentileCurve(h.TotalCount(), func(q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1000 }) {
-				data = append(data, xy(p[0], math.Max(p[1], 0.01)))
-				maxX = math.Max(maxX, p[0])
-			}
+			data, x := percentileSeries(h)
+			maxX = math.Max(maxX, x)
 			line.AddSeries(fmt.Sprintf("%s · %s (%d)", sc.Name, short[o], h.TotalCount()), data, lineOpts(scenarioColor(sc), 2, dash[o], false)...)
 			n++
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
 
@@ -235,11 +236,8 @@ func latencyBlock(id string, runs []*results.Run, outcomes []results.Outcome, ca
 			if err != nil || h.TotalCount() == 0 {
 				continue
 			}
-			var data []opts.LineData
-			for _, p := range percentileCurve(h.TotalCount(), func(q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1000 }) {
-				data = append(data, xy(p[0], math.Max(p[1], 0.01)))
-				maxX = math.Max(maxX, p[0])
-			}
+			data, x := percentileSeries(h)
+			maxX = math.Max(maxX, x)
 			name := r.Name
 			dash := "solid"
 			if len(outcomes) > 1 {
@@ -265,6 +263,16 @@ func latencyBlock(id string, runs []*results.Run, outcomes []results.Outcome, ca
 	return block{ID: id, Heading: "Latency percentiles",
 		Text: "From each flood's HdrHistogram, latencies measured from every request's intended send time, so a load generator that fell behind cannot hide them.",
 		Plot: &p}
+}
+
+// percentileSeries is the percentile curve of h (microseconds) in
+// milliseconds, floored at 0.01 ms for the log axis, and its largest x.
+func percentileSeries(h *hdrhistogram.Histogram) (data []opts.LineData, maxX float64) {
+	for _, p := range percentileCurve(h.TotalCount(), func(q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1000 }) {
+		data = append(data, xy(p[0], math.Max(p[1], 0.01)))
+		maxX = math.Max(maxX, p[0])
+	}
+	return data, maxX
 }
 
 // percentileCurve samples a latency distribution of n values for a

@@ -387,25 +387,6 @@ func receivedRates(st *results.Storm) []opts.LineData {
 	return out
 }
 
-// receivedRate is the attempts per second the server counted between from
-// and to seconds after the start, as the grader measures it.
-func receivedRate(st *results.Storm, from, to float64) (float64, bool) {
-	at := func(t float64) (float64, bool) {
-		for _, s := range st.ServerSamples {
-			if s.TS >= t {
-				return float64(s.Stats.Received), true
-			}
-		}
-		return 0, false
-	}
-	a, ok1 := at(from)
-	b, ok2 := at(to)
-	if !ok1 || !ok2 || to <= from {
-		return 0, false
-	}
-	return (b - a) / (to - from), true
-}
-
 // amplifierBlock draws the attempts per second the server received from
 // each amplifier run, with the offered rate marked.
 func amplifierBlock(id string, amps []*results.Storm) block {
@@ -461,8 +442,8 @@ func amplifierBlock(id string, amps []*results.Storm) block {
 func amplifierCaption(amps []*results.Storm) string {
 	var parts []string
 	for _, st := range amps {
-		a, ok1 := receivedRate(st, 0, st.DurationS/2)
-		b, ok2 := receivedRate(st, st.DurationS/2, st.DurationS)
+		a, ok1 := st.ReceivedRate(0, st.DurationS/2)
+		b, ok2 := st.ReceivedRate(st.DurationS/2, st.DurationS)
 		if !ok1 || !ok2 || st.DurationS <= 0 {
 			continue
 		}

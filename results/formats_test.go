@@ -127,10 +127,11 @@ func TestReceivedRate(t *testing.T) {
 		{TS: 1, Stats: fakegpu.Stats{Received: 100}},
 		{TS: 2, Stats: fakegpu.Stats{Received: 400}},
 	}}
-	assert.Equal(t, 200.0, st.ReceivedRate(0, 2))
-	assert.Equal(t, 300.0, st.ReceivedRate(1, 2))
-	assert.Zero(t, st.ReceivedRate(1, 5), "samples that end too soon give 0")
-	assert.Zero(t, st.ReceivedRate(2, 1))
+	rate := func(from, to float64) []any { r, ok := st.ReceivedRate(from, to); return []any{r, ok} }
+	assert.Equal(t, []any{200.0, true}, rate(0, 2))
+	assert.Equal(t, []any{300.0, true}, rate(1, 2))
+	assert.Equal(t, []any{0.0, false}, rate(1, 5), "samples that end too soon")
+	assert.Equal(t, []any{0.0, false}, rate(2, 1))
 }
 
 // An inconclusive check is loud in CI, honest in the autograders and a

@@ -233,9 +233,9 @@ type ScenarioSample struct {
 }
 
 // ReceivedRate returns the attempts per second the server counted between
-// from and to seconds after the start, from its own samples, or 0 if the
-// samples do not cover that span.
-func (st *Storm) ReceivedRate(from, to float64) float64 {
+// from and to seconds after the start, from its own samples; ok is false
+// (and the rate 0) if the samples do not cover that span.
+func (st *Storm) ReceivedRate(from, to float64) (perSecond float64, ok bool) {
 	at := func(t float64) (float64, bool) {
 		for _, s := range st.ServerSamples {
 			if s.TS >= t {
@@ -247,7 +247,7 @@ func (st *Storm) ReceivedRate(from, to float64) float64 {
 	a, ok1 := at(from)
 	b, ok2 := at(to)
 	if !ok1 || !ok2 || to <= from {
-		return 0
+		return 0, false
 	}
-	return (b - a) / (to - from)
+	return (b - a) / (to - from), true
 }

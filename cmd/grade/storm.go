@@ -117,7 +117,8 @@ counted.`,
 				}
 				var perSecond []string
 				for t := 1; t <= 12; t++ {
-					perSecond = append(perSecond, fmt.Sprintf("%.0f", st.ReceivedRate(float64(t-1), float64(t))))
+					r, _ := st.ReceivedRate(float64(t-1), float64(t))
+					perSecond = append(perSecond, fmt.Sprintf("%.0f", r))
 				}
 				fmt.Fprintf(stdout, "calls %d  attempts %d  succeeded %d  gave up %d\nattempts the server received per second: %s\n",
 					st.Clients, st.Attempts, st.Succeeded, st.Failed, strings.Join(perSecond, " "))

@@ -26,7 +26,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"ratelab/internal/suites/suitekit"
@@ -51,42 +50,26 @@ type Keyed interface {
 // second and burst in tokens.
 func Run(t *testing.T, newBucket func(rate, burst float64) Bucket, newKeyed func(rate, burst float64) Keyed) {
 	s := &suite{newBucket: newBucket, newKeyed: newKeyed}
-	group(t, "TokenBucket", []check{
-		{"StartsFull", s.startsFull},
-		{"RefillsAtRate", s.refillsAtRate},
-		{"CapsAtBurst", s.capsAtBurst},
-		{"ExactWait", s.exactWait},
-		{"DenialLeavesStateUntouched", s.denialLeavesStateUntouched},
-		{"MoreThanBurstNeverSucceeds", s.moreThanBurst},
-		{"FractionalTokens", s.fractionalTokens},
-		{"ZeroOrNegativeTakesNothing", s.zeroOrNegative},
-		{"ConcurrentNeverExceedsBurst", s.concurrentNeverExceedsBurst},
-		{"ConcurrentRefillBound", s.concurrentRefillBound},
-		{"MatchesModel", s.matchesModel},
+	suitekit.Group(t, "TokenBucket", []suitekit.Check{
+		{Name: "StartsFull", F: s.startsFull},
+		{Name: "RefillsAtRate", F: s.refillsAtRate},
+		{Name: "CapsAtBurst", F: s.capsAtBurst},
+		{Name: "ExactWait", F: s.exactWait},
+		{Name: "DenialLeavesStateUntouched", F: s.denialLeavesStateUntouched},
+		{Name: "MoreThanBurstNeverSucceeds", F: s.moreThanBurst},
+		{Name: "FractionalTokens", F: s.fractionalTokens},
+		{Name: "ZeroOrNegativeTakesNothing", F: s.zeroOrNegative},
+		{Name: "ConcurrentNeverExceedsBurst", F: s.concurrentNeverExceedsBurst},
+		{Name: "ConcurrentRefillBound", F: s.concurrentRefillBound},
+		{Name: "MatchesModel", F: s.matchesModel},
 	})
-	group(t, "KeyedLimiter", []check{
-		{"KeysAreIndependent", s.keysAreIndependent},
-		{"MatchesModelPerKey", s.matchesModelPerKey},
-		{"ConcurrentNeverExceedsBurstPerKey", s.concurrentPerKey},
-		{"FullBucketComesBackFull", s.fullBucketComesBackFull},
-		{"PartialBucketSurvivesFlood", s.partialBucketSurvivesFlood},
-		{"MemoryBoundedUnderKeyFlood", s.memoryBounded},
-	})
-}
-
-// A check is one subtest.
-type check struct {
-	name string
-	f    func(*testing.T)
-}
-
-// group runs checks as subtests of a subtest called name, each in its own
-// synctest bubble.
-func group(t *testing.T, name string, checks []check) {
-	t.Run(name, func(t *testing.T) {
-		for _, c := range checks {
-			t.Run(c.name, func(t *testing.T) { synctest.Test(t, c.f) })
-		}
+	suitekit.Group(t, "KeyedLimiter", []suitekit.Check{
+		{Name: "KeysAreIndependent", F: s.keysAreIndependent},
+		{Name: "MatchesModelPerKey", F: s.matchesModelPerKey},
+		{Name: "ConcurrentNeverExceedsBurstPerKey", F: s.concurrentPerKey},
+		{Name: "FullBucketComesBackFull", F: s.fullBucketComesBackFull},
+		{Name: "PartialBucketSurvivesFlood", F: s.partialBucketSurvivesFlood},
+		{Name: "MemoryBoundedUnderKeyFlood", F: s.memoryBounded},
 	})
 }
 

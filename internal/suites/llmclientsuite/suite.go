@@ -75,48 +75,32 @@ type Options struct {
 // burst in tokens); newClient is NewPoliteClient.
 func Run(t *testing.T, newBucket func(rate, burst float64) Bucket, newClient func(Options) Client) {
 	s := &suite{newBucket: newBucket, newClient: newClient}
-	group(t, "WaitingBucket", []check{
-		{"ExactWaits", s.exactWaits},
-		{"FirstComeFirstServed", s.firstComeFirstServed},
-		{"NoStarvation", s.noStarvation},
-		{"ContextEndsTheWait", s.contextEndsTheWait},
-		{"MoreThanBurstIsBurst", s.moreThanBurst},
-		{"ConcurrentNeverFasterThanRate", s.concurrentRate},
+	suitekit.Group(t, "WaitingBucket", []suitekit.Check{
+		{Name: "ExactWaits", F: s.exactWaits},
+		{Name: "FirstComeFirstServed", F: s.firstComeFirstServed},
+		{Name: "NoStarvation", F: s.noStarvation},
+		{Name: "ContextEndsTheWait", F: s.contextEndsTheWait},
+		{Name: "MoreThanBurstIsBurst", F: s.moreThanBurst},
+		{Name: "ConcurrentNeverFasterThanRate", F: s.concurrentRate},
 	})
-	group(t, "PoliteClient", []check{
-		{"SendsTheRequest", s.sendsTheRequest},
-		{"RetryAfterIsAFloor", s.retryAfterIsAFloor},
-		{"Retries529WithBackoff", s.retries529},
-		{"JitterSpreadsRetries", s.jitterSpreadsRetries},
-		{"RetriesTimeouts", s.retriesTimeouts},
-		{"RetriesConnectionErrors", s.retriesConnectionErrors},
-		{"NoRetryOn400", s.noRetryOn400},
-		{"NoRetryOnSpendLimit", s.noRetryOnSpendLimit},
-		{"GivesUpAfterMaxAttempts", s.givesUp},
-		{"ContextEndsRetries", s.contextEndsRetries},
-		{"RespectsMaxInFlight", s.respectsMaxInFlight},
-		{"SmallBurst", s.smallBurst},
-		{"PacesRequestsPerMinute", s.pacesRequests},
-		{"WaitsForInputTokens", s.waitsForInputTokens},
-		{"CachedPrefixIsFree", s.cachedPrefixIsFree},
-		{"SlowsDownOnLowRemaining", s.slowsDownOnLowRemaining},
-		{"FinishesNearTheMinimum", s.finishesNearTheMinimum},
-	})
-}
-
-// A check is one subtest.
-type check struct {
-	name string
-	f    func(*testing.T)
-}
-
-// group runs checks as subtests of a subtest called name, each in its own
-// synctest bubble.
-func group(t *testing.T, name string, checks []check) {
-	t.Run(name, func(t *testing.T) {
-		for _, c := range checks {
-			t.Run(c.name, func(t *testing.T) { synctest.Test(t, c.f) })
-		}
+	suitekit.Group(t, "PoliteClient", []suitekit.Check{
+		{Name: "SendsTheRequest", F: s.sendsTheRequest},
+		{Name: "RetryAfterIsAFloor", F: s.retryAfterIsAFloor},
+		{Name: "Retries529WithBackoff", F: s.retries529},
+		{Name: "JitterSpreadsRetries", F: s.jitterSpreadsRetries},
+		{Name: "RetriesTimeouts", F: s.retriesTimeouts},
+		{Name: "RetriesConnectionErrors", F: s.retriesConnectionErrors},
+		{Name: "NoRetryOn400", F: s.noRetryOn400},
+		{Name: "NoRetryOnSpendLimit", F: s.noRetryOnSpendLimit},
+		{Name: "GivesUpAfterMaxAttempts", F: s.givesUp},
+		{Name: "ContextEndsRetries", F: s.contextEndsRetries},
+		{Name: "RespectsMaxInFlight", F: s.respectsMaxInFlight},
+		{Name: "SmallBurst", F: s.smallBurst},
+		{Name: "PacesRequestsPerMinute", F: s.pacesRequests},
+		{Name: "WaitsForInputTokens", F: s.waitsForInputTokens},
+		{Name: "CachedPrefixIsFree", F: s.cachedPrefixIsFree},
+		{Name: "SlowsDownOnLowRemaining", F: s.slowsDownOnLowRemaining},
+		{Name: "FinishesNearTheMinimum", F: s.finishesNearTheMinimum},
 	})
 }
 
