@@ -39,9 +39,15 @@ func buildCmd(ctx context.Context, root, dir, name string, tags []string, overla
 	args = append(args, "./cmd/"+name)
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, "go", args...)
-	cmd.Dir = root
+	cmd, err := goCommand(cctx, root, dir, args...)
+	if err != nil {
+		return "", err
+	}
 	out, err := cmd.CombinedOutput()
+	_ = killProcessGroup(cmd)
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
 	if err != nil {
 		return "", fmt.Errorf("does not compile: %s", firstLines(string(out), 4))
 	}

@@ -8,5 +8,8 @@ import (
 // setParentDeathSignal makes the kernel kill the child if the grader dies,
 // so no server outlives a crashed or killed grade.
 func setParentDeathSignal(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 }

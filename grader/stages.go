@@ -58,7 +58,10 @@ func (g *grading) unit(ctx context.Context) (notReady string, err error) {
 	if g.opts.RedisURL != "" {
 		env = []string{"REDIS_URL=" + g.opts.RedisURL}
 	}
-	res := runUnit(ctx, g.opts.Root, path.Join(string(g.opts.Impl), u.Package), tags, overlay, g.opts.UnitTimeout, env)
+	res := runUnit(ctx, unitRun{
+		root: g.opts.Root, pkgDir: path.Join(string(g.opts.Impl), u.Package), tags: tags, overlay: overlay,
+		timeout: g.opts.UnitTimeout, env: env, scratch: g.tmp, logf: g.logf,
+	})
 	if res.err != nil {
 		return "", res.err
 	}
@@ -89,6 +92,11 @@ func (g *grading) unit(ctx context.Context) (notReady string, err error) {
 				pass = false
 				why = append(why, fmt.Sprintf("%s: %s", st, res.failure(name, 3)))
 			default:
+				if stuck, ok := res.stuck[name]; ok {
+					pass = false
+					why = append(why, fmt.Sprintf("%s never finished, and the other tests ran again without it: %s", st, stuck))
+					continue
+				}
 				pass = false
 				reason := "did not run"
 				if crash != "" {

@@ -6,12 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -31,7 +34,7 @@ type testEvent struct {
 	Output     string
 }
 
-// unitResult is what one `go test -json` run said.
+// unitResult is what one task's `go test -json` runs said.
 type unitResult struct {
 	buildFailed bool
 	buildOutput []string            // compiler and vet messages
@@ -40,43 +43,193 @@ type unitResult struct {
 	pkgOutput   []string            // output outside any test (panics, timeouts)
 	noRace      bool                // the race detector was not available
 	err         error               // go itself could not run
+
+	mu sync.Mutex // guards running while the run is under way
+	// running holds the tests that started and had not ended when the
+	// test binary stopped: the ones a timeout or a crash interrupted.
+	running map[string]bool
+	// stuck maps each subtest that hung or crashed the test binary to why;
+	// the suite then ran again without it.
+	stuck map[string]string
+	// reruns counts the runs after the first.
+	reruns int
 }
 
-// runUnit runs the frozen test suite of pkgDir (such as "exercises/bucket")
-// as `go test -json -race` with a timeout, and parses what it reports.
-// overlay, if set, is a `go build -overlay` file that swaps learner files for
-// others (the grader's corpus of wrong implementations uses it).
-func runUnit(ctx context.Context, root, pkgDir string, tags []string, overlay string, timeout time.Duration, env []string) *unitResult {
-	res := runGoTest(ctx, root, pkgDir, tags, overlay, true, timeout, env)
+// unitRun is one task's frozen suite to run with `go test -json`.
+type unitRun struct {
+	root    string   // the repository
+	pkgDir  string   // such as "exercises/bucket"
+	tags    []string // build tags
+	overlay string   // a `go build -overlay` file, or ""
+	timeout time.Duration
+	env     []string // added to the environment
+	// scratch is a folder the grader removes at the end; the go command
+	// keeps its work files (the test binary among them) under it, so that
+	// nothing stays behind even when a run is killed.
+	scratch string
+	// logf receives progress for people, such as which subtest the run is
+	// still waiting on; nil discards it.
+	logf func(format string, args ...any)
+}
+
+// maxReruns bounds how often a suite runs again after a subtest hung or
+// crashed the test binary, each time without the subtests that did.
+const maxReruns = 3
+
+// quietNotice is how long a unit run may stay silent before the grader says
+// which subtest it is waiting on (and again every quietNotice after).
+const quietNotice = 10 * time.Second
+
+// runUnit runs the frozen test suite of u.pkgDir as `go test -json -race`
+// with a timeout, and parses what it reports. When a subtest hangs until
+// the timeout, or crashes the test binary, the suite runs again without it
+// (up to maxReruns times), so that every other check still gets a verdict.
+func runUnit(ctx context.Context, u unitRun) *unitResult {
+	res := runGoTest(ctx, u, true, nil)
 	if res.noRace {
-		res = runGoTest(ctx, root, pkgDir, tags, overlay, false, timeout, env)
+		res = runGoTest(ctx, u, false, nil)
 		res.noRace = true
+	}
+	for res.reruns < maxReruns && res.err == nil && !res.buildFailed && ctx.Err() == nil {
+		culprits := res.interrupted()
+		if len(culprits) == 0 {
+			break
+		}
+		why := res.crash()
+		for _, c := range culprits {
+			res.stuck[c] = why
+		}
+		var skip []string
+		for c := range res.stuck {
+			skip = append(skip, c)
+		}
+		if u.logf != nil {
+			u.logf("    %s stopped the test binary (%s); running the other tests again without it", strings.Join(culprits, ", "), why)
+		}
+		again := runGoTest(ctx, u, !res.noRace, skip)
+		res.merge(again)
 	}
 	return res
 }
 
-func runGoTest(ctx context.Context, root, pkgDir string, tags []string, overlay string, race bool, timeout time.Duration, env []string) *unitResult {
-	args := []string{"test", "-json", "-count=1", fmt.Sprintf("-timeout=%s", timeout)}
+// interrupted returns the innermost tests that were running when the test
+// binary stopped early, or nil if it finished.
+func (r *unitResult) interrupted() []string {
+	if r.crash() == "" {
+		return nil
+	}
+	var leaves []string
+	for name := range r.running {
+		if _, done := r.stuck[name]; done {
+			continue
+		}
+		leaf := true
+		for other := range r.running {
+			if strings.HasPrefix(other, name+"/") {
+				leaf = false
+				break
+			}
+		}
+		if leaf && strings.Contains(name, "/") {
+			leaves = append(leaves, name)
+		}
+	}
+	sort.Strings(leaves)
+	return leaves
+}
+
+// merge takes from a rerun the verdicts of tests that had none, and its
+// crash, if it crashed too, for the next round.
+func (r *unitResult) merge(again *unitResult) {
+	r.reruns++
+	for name, st := range again.status {
+		if _, ok := r.status[name]; !ok {
+			r.status[name] = st
+			r.output[name] = again.output[name]
+		}
+	}
+	for name, lines := range again.output {
+		if _, ok := r.output[name]; !ok {
+			r.output[name] = lines
+		}
+	}
+	r.pkgOutput = again.pkgOutput
+	r.running = again.running
+	if again.err != nil {
+		r.err = again.err
+	}
+}
+
+// skipPattern turns test names into one -skip pattern: go test splits it at
+// slashes and matches each level separately, so names are merged level by
+// level. A subtest of the same name under a sibling may be skipped along;
+// the suites' names are distinct enough for that not to matter.
+func skipPattern(names []string) string {
+	var levels [][]string
+	for _, n := range names {
+		for i, part := range strings.Split(n, "/") {
+			if i == len(levels) {
+				levels = append(levels, nil)
+			}
+			q := regexp.QuoteMeta(part)
+			if !slices.Contains(levels[i], q) {
+				levels[i] = append(levels[i], q)
+			}
+		}
+	}
+	parts := make([]string, len(levels))
+	for i, alts := range levels {
+		parts[i] = "^(" + strings.Join(alts, "|") + ")$"
+	}
+	return strings.Join(parts, "/")
+}
+
+func runGoTest(ctx context.Context, u unitRun, race bool, skip []string) *unitResult {
+	args := []string{"test", "-json", "-count=1", fmt.Sprintf("-timeout=%s", u.timeout)}
 	if race {
 		args = append(args, "-race")
 	}
-	if len(tags) > 0 {
-		args = append(args, "-tags="+strings.Join(tags, ","))
+	if len(u.tags) > 0 {
+		args = append(args, "-tags="+strings.Join(u.tags, ","))
 	}
-	if overlay != "" {
-		args = append(args, "-overlay="+overlay)
+	if u.overlay != "" {
+		args = append(args, "-overlay="+u.overlay)
 	}
-	args = append(args, "./"+filepath.ToSlash(pkgDir))
+	if len(skip) > 0 {
+		args = append(args, "-skip="+skipPattern(skip))
+	}
+	args = append(args, "./"+filepath.ToSlash(u.pkgDir))
 	// Compiling takes time too; the test binary's own -timeout catches hangs.
-	cctx, cancel := context.WithTimeout(ctx, timeout+3*time.Minute)
+	cctx, cancel := context.WithTimeout(ctx, u.timeout+3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, "go", args...)
-	cmd.Dir = root
-	cmd.Env = append(append(os.Environ(), "GOFLAGS=-mod=mod"), env...)
+	cmd, err := goCommand(cctx, u.root, u.scratch, args...)
+	if err != nil {
+		return &unitResult{err: err, status: map[string]string{}, output: map[string][]string{}}
+	}
+	cmd.Env = append(append(cmd.Env, "GOFLAGS=-mod=mod"), u.env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	res := parseTestJSON(out)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return &unitResult{err: err, status: map[string]string{}, output: map[string][]string{}}
+	}
+	res := newUnitResult()
+	if err := cmd.Start(); err != nil {
+		res.err = fmt.Errorf("go test: %w", err)
+		return res
+	}
+	events := make(chan struct{}, 1)
+	stopWatch := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		watchQuiet(u, res, events, stopWatch)
+	}()
+	parseTestJSON(stdout, res, events)
+	err = cmd.Wait()
+	_ = killProcessGroup(cmd) // anything the go command left running
+	close(stopWatch)
+	<-watched
 	if strings.Contains(stderr.String(), "-race requires cgo") || strings.Contains(stderr.String(), "race detector") && strings.Contains(stderr.String(), "not supported") {
 		res.noRace = true
 		return res
@@ -95,14 +248,60 @@ func runGoTest(ctx context.Context, root, pkgDir string, tags []string, overlay 
 			res.err = fmt.Errorf("go test: %w", err)
 		}
 	}
+	if ctx.Err() != nil && res.err == nil {
+		res.err = ctx.Err()
+	}
 	return res
 }
 
-// parseTestJSON reads a `go test -json` stream. Lines that are not JSON (old
-// toolchains print build errors that way) count as build output.
-func parseTestJSON(out []byte) *unitResult {
-	res := &unitResult{status: map[string]string{}, output: map[string][]string{}}
-	sc := bufio.NewScanner(bytes.NewReader(out))
+// watchQuiet tells u.logf which subtest a run is waiting on whenever no
+// test event arrived for quietNotice, until stop is closed.
+func watchQuiet(u unitRun, res *unitResult, events <-chan struct{}, stop <-chan struct{}) {
+	if u.logf == nil {
+		return
+	}
+	start := time.Now()
+	t := time.NewTimer(quietNotice)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-events:
+			t.Reset(quietNotice)
+		case <-t.C:
+			res.mu.Lock()
+			var names []string
+			for name := range res.running {
+				names = append(names, name)
+			}
+			res.mu.Unlock()
+			sort.Strings(names)
+			waiting := "the build"
+			if len(names) > 0 {
+				waiting = names[len(names)-1]
+			}
+			u.logf("    still waiting on %s (%s so far; a test still running after %s is stopped)",
+				waiting, time.Since(start).Round(time.Second), u.timeout)
+			t.Reset(quietNotice)
+		}
+	}
+}
+
+func newUnitResult() *unitResult {
+	return &unitResult{
+		status:  map[string]string{},
+		output:  map[string][]string{},
+		running: map[string]bool{},
+		stuck:   map[string]string{},
+	}
+}
+
+// parseTestJSON reads a `go test -json` stream into res as it arrives,
+// with a tick on events (if not full) for each event. Lines that are not
+// JSON (old toolchains print build errors that way) count as build output.
+func parseTestJSON(out io.Reader, res *unitResult, events chan<- struct{}) {
+	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
 		line := sc.Bytes()
@@ -113,6 +312,11 @@ func parseTestJSON(out []byte) *unitResult {
 			}
 			continue
 		}
+		select {
+		case events <- struct{}{}:
+		default:
+		}
+		res.mu.Lock()
 		switch ev.Action {
 		case "build-output":
 			if s := strings.TrimRight(ev.Output, "\n"); s != "" {
@@ -120,6 +324,10 @@ func parseTestJSON(out []byte) *unitResult {
 			}
 		case "build-fail":
 			res.buildFailed = true
+		case "run":
+			if ev.Test != "" {
+				res.running[ev.Test] = true
+			}
 		case "output":
 			if ev.Test == "" {
 				res.pkgOutput = append(res.pkgOutput, strings.TrimRight(ev.Output, "\n"))
@@ -129,22 +337,35 @@ func parseTestJSON(out []byte) *unitResult {
 		case "pass", "fail", "skip":
 			if ev.Test != "" {
 				res.status[ev.Test] = ev.Action
+				delete(res.running, ev.Test)
 			}
 		}
+		res.mu.Unlock()
 	}
-	return res
+	_, _ = io.Copy(io.Discard, out)
 }
 
 // crash describes why the test binary stopped early, or "" if it did not.
+// It reads what was printed outside any test and by the tests that were
+// still running when the binary stopped: a panic in a test that went on
+// to fail normally is that test's failure, not a crash.
 func (r *unitResult) crash() string {
 	all := append([]string(nil), r.pkgOutput...)
-	for _, lines := range r.output {
-		all = append(all, lines...)
+	names := make([]string, 0, len(r.running))
+	for name := range r.running {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		all = append(all, r.output[name]...)
 	}
 	for i, l := range all {
 		switch {
 		case strings.HasPrefix(l, "panic: test timed out after"):
-			return fmt.Sprintf("%s: a test never finished (a deadlock, an endless loop, or a sleep while holding a lock, which hangs a synctest bubble)", l)
+			return fmt.Sprintf("still running after %s, when the test binary was stopped: a test never finished (a deadlock, an endless loop, or a sleep while holding a lock, which hangs a synctest bubble)",
+				strings.TrimPrefix(l, "panic: test timed out after "))
+		case strings.Contains(l, "blocked goroutines remain"):
+			return "the test binary crashed: " + leftoverGoroutines
 		case strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "fatal error:"):
 			msg := l
 			if i+1 < len(all) && strings.HasPrefix(strings.TrimSpace(all[i+1]), "[recovered") {
@@ -154,6 +375,32 @@ func (r *unitResult) crash() string {
 		}
 	}
 	return ""
+}
+
+// leftoverGoroutines explains synctest's "blocked goroutines remain" in the
+// learner's terms.
+const leftoverGoroutines = "a goroutine or ticker your code started was still running when the check ended " +
+	"(in the test's fake-time bubble every goroutine must end with the test); " +
+	"work out what changed since the last call when a call arrives (lazy refill) instead of updating state in the background"
+
+// goCommand prepares the go command with args in dir, in a process group of
+// its own that cancelling ctx kills whole, with its work files (builds,
+// test binaries) under scratch/gowork when scratch is set.
+func goCommand(ctx context.Context, dir, scratch string, args ...string) (*exec.Cmd, error) {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	cmd.Env = os.Environ()
+	if scratch != "" {
+		work := filepath.Join(scratch, "gowork")
+		if err := os.MkdirAll(work, 0o755); err != nil {
+			return nil, err
+		}
+		cmd.Env = append(cmd.Env, "GOTMPDIR="+work)
+	}
+	ownProcessGroup(cmd)
+	setParentDeathSignal(cmd)
+	cmd.WaitDelay = 5 * time.Second
+	return cmd, nil
 }
 
 // race reports whether the race detector fired in test name or anywhere.
@@ -172,6 +419,9 @@ var locationRE = regexp.MustCompile(`^\s*[\w./-]+\.go:\d+: `)
 // failure condenses a failed test's output to its first few messages.
 func (r *unitResult) failure(name string, maxLines int) string {
 	var msgs []string
+	if strings.Contains(strings.Join(r.output[name], "\n"), "blocked goroutines remain") {
+		msgs = append(msgs, leftoverGoroutines)
+	}
 	for _, l := range r.output[name] {
 		t := strings.TrimSpace(l)
 		if t == "" || strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- ") ||

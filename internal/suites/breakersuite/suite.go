@@ -42,7 +42,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"ratelab/internal/suites/suitekit"
@@ -127,7 +126,7 @@ func Run(t *testing.T, impl Impl) {
 		{"Concurrent", s.concurrent},
 		{"StateString", s.stateString},
 	} {
-		t.Run(c.name, func(t *testing.T) { synctest.Test(t, c.f) })
+		t.Run(c.name, func(t *testing.T) { suitekit.Bubble(t, c.f) })
 	}
 }
 

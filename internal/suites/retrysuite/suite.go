@@ -63,7 +63,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"ratelab/internal/suites/suitekit"
@@ -149,7 +148,7 @@ func Run(t *testing.T, impl Impl) {
 				c.f(t)
 				return
 			}
-			synctest.Test(t, c.f)
+			suitekit.Bubble(t, c.f)
 		})
 	}
 }

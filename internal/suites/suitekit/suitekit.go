@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"testing"
 	"testing/synctest"
 
@@ -58,7 +59,27 @@ type Check struct {
 func Group(t *testing.T, name string, checks []Check) {
 	t.Run(name, func(t *testing.T) {
 		for _, c := range checks {
-			t.Run(c.Name, func(t *testing.T) { synctest.Test(t, c.F) })
+			t.Run(c.Name, func(t *testing.T) { Bubble(t, c.F) })
 		}
 	})
+}
+
+// Bubble runs f in a testing/synctest bubble. A bubble ends only when every
+// goroutine started in it has ended; synctest panics, taking the whole test
+// binary down, when some are left blocked. Bubble turns that into a
+// failure of this test alone, explained in the terms of the code under
+// test, so the other checks still run.
+func Bubble(t *testing.T, f func(*testing.T)) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			if s := fmt.Sprint(r); strings.Contains(s, "blocked goroutines remain") {
+				t.Fatalf("a goroutine or ticker the code started was still running when this check ended (%s): "+
+					"every goroutine must end with the test's fake-time bubble, so work out what changed since "+
+					"the last call when a call arrives (lazy refill) instead of updating state in the background", s)
+			}
+			panic(r)
+		}
+	}()
+	synctest.Test(t, f)
 }

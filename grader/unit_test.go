@@ -1,0 +1,165 @@
+package grader
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ratelab/results"
+)
+
+// variantOf writes the reference file solutions/<pkg>/<file> with old
+// replaced by new (once) into a temporary folder and returns its path.
+func variantOf(t *testing.T, pkg, file, old, new string) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(repoRoot(t), "solutions", pkg, file))
+	require.NoError(t, err)
+	require.Contains(t, string(src), old, "the reference changed: update this test's edit")
+	out := filepath.Join(t.TempDir(), file)
+	require.NoError(t, os.WriteFile(out, []byte(strings.Replace(string(src), old, new, 1)), 0o644))
+	return out
+}
+
+// spinningBucket is task 3's reference with a TryTake that spins for ever on
+// a quarter token, which FractionalTokens and MatchesModel ask for.
+func spinningBucket(t *testing.T) string {
+	return variantOf(t, "bucket", "bucket.go",
+		"func (b *TokenBucket) TryTake(n float64) (ok bool, wait time.Duration) {",
+		"func (b *TokenBucket) TryTake(n float64) (ok bool, wait time.Duration) {\n\tfor n == 0.25 {\n\t}")
+}
+
+// syncBuffer is a bytes.Buffer safe for the grader's log writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestHungSubtestIsNamed checks that a subtest that never ends is named in
+// its check, that the grader says what it is waiting on before the timeout,
+// and that every other check still gets its verdict.
+func TestHungSubtestIsNamed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a hung test's timeout twice")
+	}
+	task, _ := Lookup("task3")
+	var log syncBuffer
+	doc, err := Grade(context.Background(), task, Options{
+		Impl: Exercises, Root: repoRoot(t), UnitOnly: true, UnitTimeout: quietNotice + 5*time.Second, Log: &log,
+		Replace: map[string]string{"exercises/bucket/bucket.go": spinningBucket(t)},
+	})
+	require.NoError(t, err)
+	assert.Contains(t, log.String(), "still waiting on TestBucket/TokenBucket/FractionalTokens", "the grader says which subtest it waits on")
+	byName := map[string]results.Check{}
+	for _, c := range doc.Checks {
+		byName[strings.TrimPrefix(c.Name, "unit: ")] = c
+	}
+	hung := byName["more than burst never succeeds; fractions and zero"]
+	assert.Equal(t, results.StatusFail, hung.Status)
+	assert.Contains(t, hung.Message, "FractionalTokens never finished")
+	assert.Contains(t, hung.Message, "task 3 (exercises/bucket/bucket.go)")
+	for _, name := range []string{"one independent bucket per key", "memory stays bounded under a flood of keys", "keyed limiter safe for concurrent use"} {
+		assert.Equal(t, results.StatusPass, byName[name].Status, "%s ran after the hang: %s", name, byName[name].Message)
+	}
+}
+
+// TestLeftoverGoroutineIsExplained checks that code leaving a goroutine in
+// a synctest bubble fails the subtests it ran in, with the reason in the
+// learner's terms, instead of crashing the test binary.
+func TestLeftoverGoroutineIsExplained(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles a variant")
+	}
+	task, _ := Lookup("task3")
+	v := variantOf(t, "bucket", "bucket.go", "func NewKeyedLimiter(rate, burst float64) *KeyedLimiter {",
+		"func NewKeyedLimiter(rate, burst float64) *KeyedLimiter {\n\tgo func() {\n\t\tfor range time.Tick(time.Hour) {\n\t\t}\n\t}()")
+	doc := gradeUnit(t, task, Exercises, v)
+	for _, c := range doc.Checks {
+		if strings.Contains(c.Message, "KeyedLimiter/") {
+			assert.Equal(t, results.StatusFail, c.Status, c.Name)
+			assert.Contains(t, c.Message, "a goroutine or ticker the code started was still running", c.Name)
+		} else {
+			assert.Equal(t, results.StatusPass, c.Status, "%s: %s", c.Name, c.Message)
+		}
+	}
+}
+
+// TestCancelLeavesNothingBehind cancels a grading while a unit test spins:
+// no test binary may survive and no build folder stay behind.
+func TestCancelLeavesNothingBehind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles a variant")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	scratch := t.TempDir()
+	t.Setenv("TMPDIR", scratch)
+	task, _ := Lookup("task3")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Grade(ctx, task, Options{
+			Impl: Exercises, Root: repoRoot(t), UnitOnly: true, UnitTimeout: time.Minute,
+			Replace: map[string]string{"exercises/bucket/bucket.go": spinningBucket(t)},
+		})
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return len(processesUnder(scratch, ".test")) > 0 },
+		2*time.Minute, 100*time.Millisecond, "the test binary never started")
+	time.Sleep(500 * time.Millisecond) // it spins now
+	cancel()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Grade did not return within 30 s of being cancelled")
+	}
+	assert.Empty(t, processesUnder(scratch, ""), "processes left running")
+	left, err := os.ReadDir(scratch)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range left {
+		names = append(names, e.Name())
+	}
+	assert.Empty(t, names, "files left in the temporary folder")
+}
+
+// processesUnder lists the command lines of running processes that mention
+// dir and contain want.
+func processesUnder(dir, want string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		cmd := strings.ReplaceAll(string(b), "\x00", " ")
+		if strings.Contains(cmd, dir) && strings.Contains(cmd, want) {
+			out = append(out, e.Name()+": "+cmd)
+		}
+	}
+	return out
+}
