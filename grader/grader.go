@@ -55,6 +55,10 @@ type Options struct {
 	// cannot honour the lesson's rates, and the grader says so instead of
 	// failing the learner.
 	Calibration *Calibration
+	// allowEdited grades a development checkout whose frozen files differ
+	// from the last commit without marking the score invalid: the
+	// grader's own tests run while those files are being changed.
+	allowEdited bool
 	// Quick makes a practice run: every flood sends for QuickDuration
 	// instead of the lesson's 10 s, with the predictions and bounds
 	// computed for that length, and the document is marked Practice.
@@ -209,6 +213,11 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 			return nil, fmt.Errorf("check the frozen files: %w", err)
 		}
 		doc.Integrity = rec
+		if len(rec.Edited) > 0 && !opts.allowEdited {
+			// Graded all the same, so the learner sees the measurements.
+			doc.Checks = append(doc.Checks, editedCheck(task.ID, rec.Edited))
+			doc.Notes = append(doc.Notes, "frozen tests edited: this score is not valid")
+		}
 		if c := opts.Calibration; c != nil && !c.OK && !opts.UnitOnly {
 			doc.Notes = append(doc.Notes, "calibration failed: "+c.Reason+"; floods were not run")
 			opts.UnitOnly = true

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -104,6 +105,11 @@ func CheckIntegrity(root string) (*results.Integrity, []string, error) {
 	b, err := os.ReadFile(filepath.Join(root, ManifestPath))
 	if errors.Is(err, os.ErrNotExist) {
 		rec.Manifest = "none: a development checkout, nothing enforced"
+		edited, ok := editedSinceCommit(root)
+		if !ok {
+			rec.Manifest += "; git could not tell whether frozen files were edited"
+		}
+		rec.Edited = edited
 		return rec, nil, nil
 	}
 	if err != nil {
@@ -131,6 +137,39 @@ func CheckIntegrity(root string) (*results.Integrity, []string, error) {
 	sort.Strings(bad)
 	rec.Mismatched = bad
 	return rec, bad, nil
+}
+
+// editedSinceCommit lists the frozen files of the git work tree at root
+// that differ from its last commit: changed, added (untracked) or deleted.
+// ok is false when git cannot tell (no git, or not a git work tree).
+func editedSinceCommit(root string) (edited []string, ok bool) {
+	cmd := exec.Command("git", "-C", root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, false
+	}
+	for _, entry := range strings.Split(string(out), "\x00") {
+		if len(entry) < 4 {
+			continue
+		}
+		path := entry[3:]
+		if frozen(path) {
+			edited = append(edited, path)
+		}
+	}
+	sort.Strings(edited)
+	return edited, true
+}
+
+// editedCheck is the check that says a development checkout's score is not
+// valid because frozen files differ from the last commit.
+func editedCheck(task string, edited []string) results.Check {
+	return results.Check{
+		Task: task, Name: "integrity", Status: results.StatusError,
+		Message: fmt.Sprintf("frozen tests edited: this score is not valid: %d frozen file(s) differ from the last commit: %s; "+
+			"undo the changes (git checkout -- FILE) and grade again",
+			len(edited), strings.Join(edited[:min(len(edited), 10)], ", ")),
+	}
 }
 
 // combined hashes a set of file hashes into one, in path order.

@@ -3,11 +3,14 @@ package grader
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"ratelab/results"
 )
 
 func writeTree(t *testing.T, files map[string]string) string {
@@ -68,4 +71,45 @@ func TestCalibrate(t *testing.T) {
 	assert.Equal(t, int64(480), c.Expected)
 	assert.Equal(t, c.OK, c.Reason == "", "a failed calibration says why: %+v", c)
 	assert.Positive(t, c.SleepOverMS+1, "sleep overshoot measured")
+}
+
+// TestEditedFrozenFilesInvalidateTheScore edits a frozen suite in a copy of
+// a development checkout: the grade must say its score is not valid.
+func TestEditedFrozenFilesInvalidateTheScore(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs git")
+	}
+	dir := t.TempDir()
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	run("init", "-q")
+	write := func(rel, body string) {
+		t.Helper()
+		p := filepath.Join(dir, rel)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+	}
+	write("internal/suites/x/suite.go", "package x\n")
+	write("exercises/x/x.go", "package x\n")
+	run("add", ".")
+	run("commit", "-qm", "start")
+
+	rec, bad, err := CheckIntegrity(dir)
+	require.NoError(t, err)
+	assert.Empty(t, bad)
+	assert.Empty(t, rec.Edited, "a clean checkout has nothing edited")
+
+	write("exercises/x/x.go", "package x\n\nvar Learner = 1\n") // the learner's own file: fine
+	write("internal/suites/x/suite.go", "package x\n\nvar Easier = true\n")
+	write("exercises/x/extra_test.go", "package x\n")
+	rec, _, err = CheckIntegrity(dir)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"exercises/x/extra_test.go", "internal/suites/x/suite.go"}, rec.Edited)
+	c := editedCheck("task1", rec.Edited)
+	assert.Equal(t, results.StatusError, c.Status)
+	assert.Contains(t, c.Message, "frozen tests edited: this score is not valid")
 }

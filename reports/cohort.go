@@ -127,6 +127,11 @@ func loadCohort(args []string, key []byte) (*Cohort, error) {
 					continue
 				}
 			}
+			if err := doc.Consistent(); err != nil {
+				// Its verdict cannot be trusted either way: counted nowhere.
+				c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: err.Error(), Signature: sig})
+				continue
+			}
 			c.Docs = append(c.Docs, CohortDoc{Path: p, SHA256: hash, Doc: doc, Signature: sig})
 		}
 	}

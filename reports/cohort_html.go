@@ -67,13 +67,14 @@ func cohortPage(c *Cohort) pageData {
 	p := pageData{
 		File: "index.html", Title: fmt.Sprintf("ratelab cohort: %d documents", len(c.Docs)),
 		Heading: "ratelab cohort",
-		Lead: fmt.Sprintf("%d results documents side by side, %d files skipped. Each document counts once; files that are malformed, truncated, of another schema, copies of another or forged are listed at the end with the reason, and counted nowhere else.",
+		Lead: fmt.Sprintf("%d results documents side by side, %d files skipped. Each document counts once; files that are malformed, truncated, of another schema, copies of another, forged, or whose own verdict disagrees with their checks are listed at the end with the reason, and counted nowhere else.",
 			len(c.Docs), len(c.Skipped)),
 		Nav:    []navItem{{Label: "Cohort", Href: "index.html", Current: true}},
 		Footer: trusted(`Written by ratelab's grader from the documents listed below. Data: <a href="checks.csv">checks.csv</a> (one row per document and check), <a href="runs.csv">runs.csv</a> (one row per document and flood or storm), <a href="skipped.csv">skipped.csv</a>. Charts: Apache ECharts ` + EchartsVersion + `, loaded from <code>echarts.min.js</code> beside this page (<a href="echarts-LICENSE.txt">licence</a>, <a href="echarts-NOTICE.txt">notice</a>). Nothing is loaded from the network.`),
 	}
 	p.Facts = append(p.Facts, fact{"signatures", signatureSummary(c)})
 	p.Warnings = append(p.Warnings, signatureWarnings(c)...)
+	p.Warnings = append(p.Warnings, frozenWarnings(c)...)
 	if len(c.Docs) == 0 {
 		p.Warnings = append(p.Warnings, "No document could be read: see the skipped files below.")
 	} else {
@@ -490,4 +491,46 @@ func documentsBlock(c *Cohort) block {
 			numCell(points(d.Doc.Score, d.Doc.MaxScore)), textCell(timeOrEmpty(d.Doc)), {Text: d.SHA256[:12], Class: "msg"}, signatureCell(d.Signature)})
 	}
 	return block{ID: "docs", Heading: fmt.Sprintf("Documents (%d)", len(c.Docs)), Table: t}
+}
+
+// frozenWarnings names the documents graded with frozen files (tests,
+// grader, servers) other than the most common set in the cohort, and those
+// that say their frozen files were edited. A release's template carries one
+// set: a document with another was graded by a changed grader or suite.
+func frozenWarnings(c *Cohort) []string {
+	count := map[string]int{}
+	for _, d := range c.Docs {
+		if in := d.Doc.Integrity; in != nil && in.FrozenSHA256 != "" {
+			count[in.FrozenSHA256]++
+		}
+	}
+	common, most := "", 0
+	for h, n := range count {
+		if n > most || n == most && h < common {
+			common, most = h, n
+		}
+	}
+	var odd, edited []string
+	for _, d := range c.Docs {
+		in := d.Doc.Integrity
+		if in == nil {
+			continue
+		}
+		if in.FrozenSHA256 != "" && in.FrozenSHA256 != common {
+			odd = append(odd, d.Path)
+		}
+		if len(in.Edited) > 0 || len(in.Mismatched) > 0 {
+			edited = append(edited, d.Path)
+		}
+	}
+	var out []string
+	if len(odd) > 0 {
+		out = append(out, fmt.Sprintf("%d of %d documents were graded with frozen files (tests, grader, servers) that differ from the most common set (%d documents): %s",
+			len(odd), len(c.Docs), most, strings.Join(odd, ", ")))
+	}
+	if len(edited) > 0 {
+		out = append(out, fmt.Sprintf("%d documents say their frozen files were edited or did not match the manifest; their scores are not valid: %s",
+			len(edited), strings.Join(edited, ", ")))
+	}
+	return out
 }

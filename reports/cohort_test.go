@@ -228,13 +228,16 @@ func TestCohortSignatures(t *testing.T) {
 		assert.Contains(t, html, want)
 	}
 
-	// Without the key nothing is checked and every document counts.
+	// Without the key no signature is checked: every document counts but
+	// mallory's, whose edited score no longer matches its own checks.
 	t.Setenv(results.SigningKeyEnv, "")
 	c, err = LoadCohort([]string{dir})
 	require.NoError(t, err)
 	assert.False(t, c.Verified)
-	require.Len(t, c.Docs, 4)
-	assert.Empty(t, c.Skipped)
+	require.Len(t, c.Docs, 3)
+	require.Len(t, c.Skipped, 1)
+	assert.Equal(t, "mallory", filepath.Base(filepath.Dir(c.Skipped[0].Path)))
+	assert.Contains(t, c.Skipped[0].Reason, "inconsistent: it says fail")
 	for _, d := range c.Docs {
 		assert.Equal(t, SigNotChecked, d.Signature)
 	}
@@ -315,4 +318,54 @@ func TestReadDocument(t *testing.T) {
 	doc, err := ReadDocument(strings.NewReader(`{"schema": "ratelab.results/v1", "task": "task1"}`))
 	require.NoError(t, err)
 	assert.Equal(t, results.Schema, doc.Schema)
+}
+
+// A document whose own status or score disagrees with its checks is listed
+// as inconsistent and counted nowhere: not as a pass, not in any statistic.
+func TestCohortInconsistentDocuments(t *testing.T) {
+	dir := t.TempDir()
+	writeDoc(t, dir, "alice", readTestDoc(t, "alice"))
+	liar := readTestDoc(t, "bob")
+	liar.Status, liar.Score = results.StatusPass, liar.MaxScore // the checks still fail
+	writeDoc(t, dir, "liar", liar)
+	greedy := readTestDoc(t, "carol")
+	for i := range greedy.Checks {
+		greedy.Checks[i].Score = greedy.Checks[i].MaxScore // failed checks with full points
+	}
+	greedy.Total()
+	writeDoc(t, dir, "greedy", greedy)
+
+	c, err := LoadCohort([]string{dir})
+	require.NoError(t, err)
+	require.Len(t, c.Docs, 1)
+	assert.Equal(t, "alice", filepath.Base(filepath.Dir(c.Docs[0].Path)))
+	reasons := map[string]string{}
+	for _, s := range c.Skipped {
+		reasons[filepath.Base(filepath.Dir(s.Path))] = s.Reason
+	}
+	assert.Contains(t, reasons["liar"], "inconsistent: it says pass")
+	assert.Contains(t, reasons["greedy"], "inconsistent: check")
+	assert.Contains(t, reasons["greedy"], "but scored")
+}
+
+// Documents graded with other frozen files than the rest of the cohort, or
+// that say theirs were edited, are named in a warning.
+func TestCohortFrozenFilesDiffer(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"alice", "bob", "carol"} {
+		d := readTestDoc(t, name)
+		d.Integrity = &results.Integrity{FrozenSHA256: "aaaa", Files: 10, Manifest: "none"}
+		if name == "carol" {
+			d.Integrity.FrozenSHA256 = "bbbb"
+			d.Integrity.Edited = []string{"internal/suites/bucketsuite/suite.go"}
+		}
+		writeDoc(t, dir, name, d)
+	}
+	c, err := LoadCohort([]string{dir})
+	require.NoError(t, err)
+	w := frozenWarnings(c)
+	require.Len(t, w, 2)
+	assert.Contains(t, w[0], "1 of 3 documents were graded with frozen files")
+	assert.Contains(t, w[0], filepath.Join(dir, "carol", "results.json"))
+	assert.Contains(t, w[1], "not valid")
 }

@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 )
 
@@ -155,6 +157,36 @@ func (d *Document) Total() {
 	if d.Interrupted && statusRank[d.Status] < statusRank[StatusFail] {
 		d.Status = StatusFail
 	}
+}
+
+// Consistent reports whether d's status and score are what its checks
+// give: every check's score fits its status (all of its points for a pass,
+// none otherwise), and d's status, score and maximum are what Total
+// computes from the checks. A document that fails this was edited by hand
+// or written by something other than the grader; its verdict cannot be
+// trusted either way.
+func (d *Document) Consistent() error {
+	var bad []string
+	for _, c := range d.Checks {
+		switch {
+		case c.Status == StatusPass && c.Score != c.MaxScore:
+			bad = append(bad, fmt.Sprintf("check %q passed with %g of %g points", c.Name, c.Score, c.MaxScore))
+		case c.Status != StatusPass && c.Score != 0:
+			bad = append(bad, fmt.Sprintf("check %q is %s but scored %g", c.Name, c.Status, c.Score))
+		case c.Score < 0 || c.MaxScore < 0 || math.IsNaN(c.Score) || math.IsNaN(c.MaxScore):
+			bad = append(bad, fmt.Sprintf("check %q has points %g of %g", c.Name, c.Score, c.MaxScore))
+		}
+	}
+	want := Document{Checks: d.Checks, Interrupted: d.Interrupted}
+	want.Total()
+	if want.Status != d.Status || want.Score != d.Score || want.MaxScore != d.MaxScore {
+		bad = append(bad, fmt.Sprintf("it says %s, %g/%g, but its checks give %s, %g/%g",
+			d.Status, d.Score, d.MaxScore, want.Status, want.Score, want.MaxScore))
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("inconsistent: %s", strings.Join(bad[:min(len(bad), 3)], "; "))
+	}
+	return nil
 }
 
 // statusRank orders the document statuses by precedence in Total.

@@ -19,6 +19,10 @@ type Integrity struct {
 	Manifest string `json:"manifest"`
 	// Mismatched lists frozen files that differ from the manifest.
 	Mismatched []string `json:"mismatched,omitempty"`
+	// Edited lists, in a development checkout (no manifest), the frozen
+	// files that differ from the last commit: a score graded with them is
+	// not valid.
+	Edited []string `json:"edited,omitempty"`
 }
 
 // SigningKeyEnv names the environment variable holding the key that signs
