@@ -8,6 +8,8 @@ package grader
 
 import (
 	"context"
+	cryptorand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -55,6 +57,9 @@ type Options struct {
 	// cannot honour the lesson's rates, and the grader says so instead of
 	// failing the learner.
 	Calibration *Calibration
+	// Seed fixes every random input of the unit suites, to replay a run
+	// (grade --seed N); 0 draws a new one.
+	Seed uint64
 	// allowEdited grades a development checkout whose frozen files differ
 	// from the last commit without marking the score invalid: the
 	// grader's own tests run while those files are being changed.
@@ -183,6 +188,19 @@ func (g *grading) progress(o harness.Options) func(time.Duration, int64) {
 	return func(elapsed time.Duration, sent int64) { g.opts.Progress(o.Name, elapsed, o.Duration, sent) }
 }
 
+// SeedEnv names the environment variable that carries the seed into the
+// suites' test binaries (suitekit.SeedEnv: the grader's tests check that
+// the two agree).
+const SeedEnv = "RATELAB_SEED"
+
+// NewSeed draws a seed for a grading: a positive int64, as rapid's
+// -rapid.seed takes.
+func NewSeed() uint64 {
+	var b [8]byte
+	_, _ = cryptorand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])>>1 | 1
+}
+
 // Grade runs task against opts.Impl and returns its document. A non-nil
 // error means the grader could not finish (interrupted, or the machine
 // failed); the document then holds whatever was measured, marked so.
@@ -204,6 +222,9 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 	if opts.Quick {
 		doc.Practice = true
 		doc.Notes = append(doc.Notes, fmt.Sprintf("practice run (--quick): floods send for %s, not the lesson's 10 s; grade without --quick for the score that counts", QuickDuration))
+	}
+	if opts.Seed == 0 {
+		opts.Seed = NewSeed()
 	}
 	g := &grading{task: task, opts: opts, doc: doc}
 	g.logf("%s: %s (%s)", task.ID, task.Title, opts.Impl)

@@ -58,9 +58,16 @@ func (g *grading) unit(ctx context.Context) (notReady string, err error) {
 	if g.opts.RedisURL != "" {
 		env = []string{"REDIS_URL=" + g.opts.RedisURL}
 	}
+	seed := g.opts.Seed
+	g.doc.Seed = seed
+	env = append(env, fmt.Sprintf("%s=%d", SeedEnv, seed))
+	// The same seed for rapid's property tests; no failure files written
+	// into the learner's tree.
+	testArgs := []string{fmt.Sprintf("-rapid.seed=%d", seed), "-rapid.nofailfile"}
+	replay := fmt.Sprintf("random inputs from seed %d (replay them: grade %s --seed %d)", seed, g.task.ID, seed)
 	res := runUnit(ctx, unitRun{
 		root: g.opts.Root, pkgDir: path.Join(string(g.opts.Impl), u.Package), tags: tags, overlay: overlay,
-		timeout: g.opts.UnitTimeout, env: env, scratch: g.tmp, logf: g.logf,
+		timeout: g.opts.UnitTimeout, env: env, testArgs: testArgs, scratch: g.tmp, logf: g.logf,
 	})
 	if res.err != nil {
 		return "", res.err
@@ -107,7 +114,7 @@ func (g *grading) unit(ctx context.Context) (notReady string, err error) {
 		}
 		msg := fmt.Sprintf("%s: %s passed", prefix, strings.Join(c.Subtests, ", "))
 		if !pass {
-			msg = fmt.Sprintf("%s: %s", prefix, strings.Join(why, "; "))
+			msg = fmt.Sprintf("%s: %s; %s", prefix, strings.Join(why, "; "), replay)
 		}
 		g.check(results.Check{Name: "unit: " + c.Name, MaxScore: c.Points, Message: msg}, pass, nil)
 	}

@@ -63,6 +63,8 @@ type unitRun struct {
 	overlay string   // a `go build -overlay` file, or ""
 	timeout time.Duration
 	env     []string // added to the environment
+	// testArgs are flags for the test binary, such as -rapid.seed.
+	testArgs []string
 	// scratch is a folder the grader removes at the end; the go command
 	// keeps its work files (the test binary among them) under it, so that
 	// nothing stays behind even when a run is killed.
@@ -199,6 +201,7 @@ func runGoTest(ctx context.Context, u unitRun, race bool, skip []string) *unitRe
 		args = append(args, "-skip="+skipPattern(skip))
 	}
 	args = append(args, "./"+filepath.ToSlash(u.pkgDir))
+	args = append(args, u.testArgs...)
 	// Compiling takes time too; the test binary's own -timeout catches hangs.
 	cctx, cancel := context.WithTimeout(ctx, u.timeout+3*time.Minute)
 	defer cancel()
@@ -423,12 +426,14 @@ func (r *unitResult) failure(name string, maxLines int) string {
 		msgs = append(msgs, leftoverGoroutines)
 	}
 	for _, l := range r.output[name] {
-		t := strings.TrimSpace(l)
+		t := locationRE.ReplaceAllString(strings.TrimSpace(l), "")
 		if t == "" || strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- ") ||
-			strings.HasPrefix(t, "Error Trace:") || strings.HasPrefix(t, "Test:") {
+			strings.HasPrefix(t, "Error Trace:") || strings.HasPrefix(t, "Test:") ||
+			strings.HasPrefix(t, "To reproduce, specify") || t == "Failed test output:" ||
+			strings.Contains(t, "random inputs from seed") { // the grader says how to replay, once
 			continue
 		}
-		t = locationRE.ReplaceAllString(t, "")
+		t = strings.TrimPrefix(t, "[rapid] ") // rapid's verdict and the shrunk case's draws
 		msgs = append(msgs, t)
 		if len(msgs) == maxLines {
 			break

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"ratelab/internal/suites/suitekit"
 	"ratelab/results"
 )
 
@@ -162,4 +163,9 @@ func processesUnder(dir, want string) []string {
 		}
 	}
 	return out
+}
+
+// The grader and the suites must agree on where the seed travels.
+func TestSeedEnvMatchesTheSuites(t *testing.T) {
+	assert.Equal(t, suitekit.SeedEnv, SeedEnv)
 }

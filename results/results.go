@@ -57,6 +57,9 @@ type Document struct {
 	// Practice is true for a practice run (grade --quick): shorter floods,
 	// with bounds scaled to them. Its score is not the graded one.
 	Practice bool `json:"practice,omitempty"`
+	// Seed is the seed of every random input the unit suites drew (grade
+	// --seed N replays them); 0 when no suite ran.
+	Seed uint64 `json:"seed,omitempty"`
 	// Repeat is how many times each task was graded and combined into this
 	// document (grade --repeat N, see Combine); 0 when it was graded once.
 	Repeat    int         `json:"repeat,omitempty"`

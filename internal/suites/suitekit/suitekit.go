@@ -1,8 +1,9 @@
 // Package suitekit holds what the frozen test suites share: calling code
 // that may not work yet (a panic becomes a failed subtest with a report,
 // never a crashed test binary, and a stub that is not written yet is named
-// by its TODO message alone, without a stack), and running named checks in
-// synctest bubbles.
+// by its TODO message alone, without a stack), running named checks in
+// synctest bubbles that start at a random instant, and the run's seed for
+// every random input (Seed, Rand, Property).
 package suitekit
 
 import (
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"ratelab/lab"
 )
@@ -64,7 +66,9 @@ func Group(t *testing.T, name string, checks []Check) {
 	})
 }
 
-// Bubble runs f in a testing/synctest bubble. A bubble ends only when every
+// Bubble runs f in a testing/synctest bubble whose fake clock has first
+// moved on by a random stretch of up to 40 years (from the run's Seed), so
+// the code under test cannot tell a test by the date. A bubble ends only when every
 // goroutine started in it has ended; synctest panics, taking the whole test
 // binary down, when some are left blocked. Bubble turns that into a
 // failure of this test alone, explained in the terms of the code under
@@ -81,5 +85,8 @@ func Bubble(t *testing.T, f func(*testing.T)) {
 			panic(r)
 		}
 	}()
-	synctest.Test(t, f)
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(startOffset(t)) // the clock no longer reads 2000-01-01
+		f(t)
+	})
 }
