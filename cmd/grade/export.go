@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,12 +11,11 @@ import (
 	"ratelab/internal/release"
 )
 
-func init() {
-	commands = append(commands, &command{
-		Name:      "export",
-		UsageLine: "export DIR",
-		Short:     "write a learner template repository (for instructors)",
-		Long: `Export writes a learner template of this repository into DIR, which must
+var cmdExport = &command{
+	Name:      "export",
+	UsageLine: "export DIR",
+	Short:     "write a learner template repository (for instructors)",
+	Long: `Export writes a learner template of this repository into DIR, which must
 not exist or be empty: the repository's tracked files (git ls-files; every
 file when git is missing) without the reference solutions/, the grader's
 corpus of wrong code (grader/testdata/), the grader's self-checks
@@ -38,35 +36,34 @@ changed.
 
 Files git does not track are left out, and counted on stderr. See
 docs/CLASSROOM.md.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
-			return func(_ context.Context, args []string) error {
-				if len(args) != 1 {
-					return usagef("want one folder to write the template into, such as 'grade export ../ratelab-template'")
-				}
-				root, err := grader.FindRoot(".")
-				if err != nil {
-					return usageError{err.Error()}
-				}
-				st, err := release.Export(root, args[0])
-				var de *release.DirError
-				if errors.As(err, &de) {
-					return usageError{err.Error()}
-				}
-				if err != nil {
-					return err
-				}
-				for _, r := range st.Rewired {
-					fmt.Fprintln(stdout, r)
-				}
-				if n := len(st.Untracked); n > 0 {
-					fmt.Fprintf(stderr, "grade export: left out %d file(s) git does not track, such as %s; 'git add' them to export them\n",
-						n, strings.Join(st.Untracked[:min(n, 3)], ", "))
-				}
-				fmt.Fprintf(stdout, "wrote a learner template to %s: %d files from %s, %d frozen in %s\n",
-					st.Dir, st.Files, st.Source, st.Frozen, grader.ManifestPath)
-				fmt.Fprintf(stdout, "next: cd %s && git init && git add -A && git commit -m 'ratelab template'; see docs/CLASSROOM.md\n", strconv.Quote(st.Dir))
-				return nil
-			}
-		},
-	})
+	Run: noFlags(runExport),
+}
+
+func runExport(_ context.Context, args []string) error {
+	if len(args) != 1 {
+		return usagef("want one folder to write the template into, such as 'grade export ../ratelab-template'")
+	}
+	root, err := grader.FindRoot(".")
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	st, err := release.Export(root, args[0])
+	var de *release.DirError
+	if errors.As(err, &de) {
+		return usageError{err.Error()}
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range st.Rewired {
+		fmt.Fprintln(stdout, r)
+	}
+	if n := len(st.Untracked); n > 0 {
+		fmt.Fprintf(stderr, "grade export: left out %d file(s) git does not track, such as %s; 'git add' them to export them\n",
+			n, strings.Join(st.Untracked[:min(n, 3)], ", "))
+	}
+	fmt.Fprintf(stdout, "wrote a learner template to %s: %d files from %s, %d frozen in %s\n",
+		st.Dir, st.Files, st.Source, st.Frozen, grader.ManifestPath)
+	fmt.Fprintf(stdout, "next: cd %s && git init && git add -A && git commit -m 'ratelab template'; see docs/CLASSROOM.md\n", strconv.Quote(st.Dir))
+	return nil
 }
