@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,11 @@ import (
 	"ratelab/grader"
 	"ratelab/results"
 )
+
+// writerFunc is an io.Writer made of a function.
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // runCapture runs a command line and returns its exit code and output.
 func runCapture(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
@@ -327,15 +333,34 @@ func TestInterruptedTaskWritesPartialResults(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	time.AfterFunc(5*time.Second, cancel) // as Ctrl-C would, after the calibration (about 3 s)
-	start := time.Now()
-	code, out, errOut := runCapture(t, ctx, "task1", "--out", dir)
-	if strings.Contains(out, "calibration: ") && strings.Contains(out, "NOT OK") {
+	// Cancel as Ctrl-C would, two seconds into the first flood: after the
+	// calibration, however long a busy machine makes it.
+	var mu sync.Mutex
+	var out, errOut bytes.Buffer
+	var cancelled time.Time
+	stdout = writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if cancelled.IsZero() && bytes.Contains(p, []byte("calibration: ")) {
+			cancelled = time.Now().Add(2 * time.Second)
+			time.AfterFunc(2*time.Second, cancel)
+		}
+		return out.Write(p)
+	})
+	stderr = &errOut
+	defer func() { stdout, stderr = os.Stdout, os.Stderr }()
+	time.AfterFunc(time.Minute, cancel) // never hang
+	code := run(ctx, []string{"task1", "--out", dir})
+	mu.Lock()
+	stdoutText, at := out.String(), cancelled
+	mu.Unlock()
+	if strings.Contains(stdoutText, "calibration: ") && strings.Contains(stdoutText, "NOT OK") {
 		t.Skip("the machine is too busy for floods (calibration failed), so there is no flood to interrupt")
 	}
-	assert.Less(t, time.Since(start), 15*time.Second, "stops promptly")
-	assert.Equal(t, exitFail, code, errOut)
-	assert.Contains(t, errOut, "interrupted")
+	require.False(t, at.IsZero(), "no calibration line; stdout %q, stderr %q", stdoutText, errOut.String())
+	assert.Less(t, time.Since(at), 10*time.Second, "stops promptly")
+	assert.Equal(t, exitFail, code, errOut.String())
+	assert.Contains(t, errOut.String(), "interrupted")
 	f, err := os.Open(filepath.Join(dir, "results.json"))
 	require.NoError(t, err)
 	defer f.Close()
@@ -347,9 +372,9 @@ func TestInterruptedTaskWritesPartialResults(t *testing.T) {
 	assert.True(t, doc.Runs[0].Interrupted)
 
 	// A second run into the same folder refuses to overwrite.
-	code, _, errOut = runCapture(t, context.Background(), "task1", "--out", dir)
+	code, _, second := runCapture(t, context.Background(), "task1", "--out", dir)
 	assert.Equal(t, exitUsage, code)
-	assert.Contains(t, errOut, "--force")
+	assert.Contains(t, second, "--force")
 }
 
 func TestFloodJSON(t *testing.T) {
