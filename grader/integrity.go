@@ -38,7 +38,7 @@ func frozen(path string) bool {
 	switch {
 	case strings.HasPrefix(dir, "exercises/"):
 		return strings.HasSuffix(path, "_test.go") // the learner edits the rest
-	case strings.HasPrefix(dir, "grader/testdata"), strings.HasPrefix(dir, "solutions"):
+	case strings.HasPrefix(dir, corpusDir), strings.HasPrefix(dir, solutionsDir):
 		return false
 	}
 	for _, p := range []string{"internal/", "grader", "harness", "fakegpu", "lab", "results", "model", "provider", "cmd/"} {

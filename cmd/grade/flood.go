@@ -18,12 +18,11 @@ import (
 	"ratelab/results"
 )
 
-func init() {
-	commands = append(commands, &command{
-		Name:      "flood",
-		UsageLine: "flood RATE [--seconds 10] [--timeout 1s] [--mode none] [--url http://127.0.0.1:8000] [--client-id ID] [--json]",
-		Short:     "send an open-loop flood and print one line of results",
-		Long: `Flood sends RATE requests per second to /generate for --seconds, each client
+var cmdFlood = &command{
+	Name:      "flood",
+	UsageLine: "flood RATE [--seconds 10] [--timeout 1s] [--mode none] [--url http://127.0.0.1:8000] [--client-id ID] [--json]",
+	Short:     "send an open-loop flood and print one line of results",
+	Long: `Flood sends RATE requests per second to /generate for --seconds, each client
 giving up after --timeout, and prints one line: offered load, goodput,
 outcome counts, the p99 of successes and the server's own counts.
 
@@ -34,59 +33,74 @@ floods a server already running on this machine (start one with
 Latency is measured from each request's scheduled send time, so queueing
 inside the load generator is not hidden. If the generator fell behind its
 schedule the line says so.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
-			seconds := fs.Float64("seconds", 10, "how long to send, in seconds")
-			timeout := fs.Duration("timeout", harness.DefaultTimeout, "the client's timeout for each request")
-			mode := fs.String("mode", "none", "mode of the fresh server: none, shed or bucket (shed and bucket run your exercises' code)")
-			solutions := fs.Bool("solutions", false, "in modes shed and bucket, run the reference code instead of your exercises")
-			target := fs.String("url", "", "base URL of a running server, such as http://127.0.0.1:8000")
-			clientID := fs.String("client-id", "", "send this X-Client-Id header with every request")
-			asJSON := fs.Bool("json", false, "print the run as JSON instead of one line")
-			return func(ctx context.Context, args []string) error {
-				if len(args) != 1 {
-					return usagef("want exactly one RATE in requests per second, such as 'grade flood 120'")
-				}
-				rate, err := parseRate(args[0])
-				if err != nil {
-					return err
-				}
-				if math.IsNaN(*seconds) || *seconds <= 0 || *seconds > harness.MaxDuration.Seconds() {
-					return usagef("--seconds %v: want more than 0 and at most %v", *seconds, harness.MaxDuration.Seconds())
-				}
-				if *timeout <= 0 || *timeout > harness.MaxTimeout {
-					return usagef("--timeout %s: want more than 0 and at most %s", *timeout, harness.MaxTimeout)
-				}
-				opts := harness.Options{
-					Rate:     rate,
-					Duration: time.Duration(*seconds * float64(time.Second)),
-					Timeout:  *timeout,
-				}
-				if *clientID != "" {
-					opts.Header = http.Header{"X-Client-Id": []string{*clientID}}
-				}
-				var run *results.Run
-				if *target != "" {
-					run, err = floodURL(ctx, *target, opts)
-				} else {
-					run, err = floodFresh(ctx, *mode, *solutions, opts)
-				}
-				if run != nil {
-					if *asJSON {
-						doc := &results.Document{Schema: results.Schema, Task: "flood", Runs: []*results.Run{run}, Env: results.CurrentEnv("")}
-						if jerr := doc.Encode(stdout); jerr != nil {
-							return jerr
-						}
-					} else if perr := reports.FloodLine(stdout, run); perr != nil {
-						return perr
-					}
-				}
-				if errors.Is(err, harness.ErrBadOptions) {
-					return usageError{err.Error()}
-				}
-				return err
+	Run: withFlags(floodFlags, runFlood),
+}
+
+// floodOptions are flood's flags.
+type floodOptions struct {
+	seconds   float64
+	timeout   time.Duration
+	mode      string
+	solutions bool
+	url       string
+	clientID  string
+	json      bool
+}
+
+func floodFlags(fs *flag.FlagSet) *floodOptions {
+	var o floodOptions
+	fs.Float64Var(&o.seconds, "seconds", 10, "how long to send, in seconds")
+	fs.DurationVar(&o.timeout, "timeout", harness.DefaultTimeout, "the client's timeout for each request")
+	fs.StringVar(&o.mode, "mode", "none", "mode of the fresh server: none, shed or bucket (shed and bucket run your exercises' code)")
+	fs.BoolVar(&o.solutions, "solutions", false, "in modes shed and bucket, run the reference code instead of your exercises")
+	fs.StringVar(&o.url, "url", "", "base URL of a running server, such as http://127.0.0.1:8000")
+	fs.StringVar(&o.clientID, "client-id", "", "send this X-Client-Id header with every request")
+	fs.BoolVar(&o.json, "json", false, "print the run as JSON instead of one line")
+	return &o
+}
+
+func runFlood(ctx context.Context, o *floodOptions, args []string) error {
+	if len(args) != 1 {
+		return usagef("want exactly one RATE in requests per second, such as 'grade flood 120'")
+	}
+	rate, err := parseRate(args[0])
+	if err != nil {
+		return err
+	}
+	if math.IsNaN(o.seconds) || o.seconds <= 0 || o.seconds > harness.MaxDuration.Seconds() {
+		return usagef("--seconds %v: want more than 0 and at most %v", o.seconds, harness.MaxDuration.Seconds())
+	}
+	if o.timeout <= 0 || o.timeout > harness.MaxTimeout {
+		return usagef("--timeout %s: want more than 0 and at most %s", o.timeout, harness.MaxTimeout)
+	}
+	opts := harness.Options{
+		Rate:     rate,
+		Duration: time.Duration(o.seconds * float64(time.Second)),
+		Timeout:  o.timeout,
+	}
+	if o.clientID != "" {
+		opts.Header = http.Header{"X-Client-Id": []string{o.clientID}}
+	}
+	var run *results.Run
+	if o.url != "" {
+		run, err = floodURL(ctx, o.url, opts)
+	} else {
+		run, err = floodFresh(ctx, o.mode, o.solutions, opts)
+	}
+	if run != nil {
+		if o.json {
+			doc := &results.Document{Schema: results.Schema, Task: "flood", Runs: []*results.Run{run}, Env: results.CurrentEnv("")}
+			if jerr := doc.Encode(stdout); jerr != nil {
+				return jerr
 			}
-		},
-	})
+		} else if perr := reports.FloodLine(stdout, run); perr != nil {
+			return perr
+		}
+	}
+	if errors.Is(err, harness.ErrBadOptions) {
+		return usageError{err.Error()}
+	}
+	return err
 }
 
 // parseRate reads a request rate, refusing zero, negative, NaN and absurd

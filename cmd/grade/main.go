@@ -5,6 +5,9 @@
 // Exit codes: 0 pass, 1 fail, 2 usage or bad input, 3 the grader itself
 // failed, or could not judge (the machine was too busy, or --repeat's
 // repeats disagreed).
+//
+// Each command lives in its own file: a *command value cmdX with its
+// usage and help, and a function runX that runs it.
 package main
 
 import (
@@ -15,7 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -28,19 +31,66 @@ const (
 	exitGrader = 3
 )
 
+// commands are grade's commands in the order 'grade help' lists them: the
+// tasks first, then grading everything, the lesson's tools, the
+// instructors' tools, and help.
+var commands = slices.Concat(taskCommands(), []*command{
+	cmdAll,
+	cmdWatch,
+	cmdList,
+	cmdHint,
+	cmdReport,
+	cmdCohort,
+	cmdServe,
+	cmdFlood,
+	cmdStorm,
+	cmdAmplify,
+	cmdBreaker,
+	cmdProvider,
+	cmdJudge,
+	cmdExport,
+	cmdManifest,
+	cmdHelp,
+})
+
 // command is one subcommand, in the manner of cmd/go.
 type command struct {
 	Name      string
 	UsageLine string // after "grade "
 	Short     string
 	Long      string
-	// Flags declares the command's flags on fs and returns the function
-	// that runs it with the remaining arguments.
-	Flags func(fs *flag.FlagSet) func(ctx context.Context, args []string) error
+	// Run declares the command's flags on a FlagSet, into values of their
+	// own, and returns the function that runs the command with them once
+	// they are parsed. Every command line gets a fresh FlagSet and fresh
+	// values, so nothing parsed outlives it. Make it with withFlags or
+	// noFlags from the command's runX.
+	Run func(fs *flag.FlagSet) runFunc
 }
 
-// commands is filled in init so that help can list them.
-var commands []*command
+// runFunc runs a command with the arguments left after its flags.
+type runFunc func(ctx context.Context, args []string) error
+
+// withFlags makes a command's Run from a function that declares its flags
+// on fs into a new *F, and its runX, which gets that *F.
+func withFlags[F any](declare func(fs *flag.FlagSet) *F, run func(ctx context.Context, f *F, args []string) error) func(*flag.FlagSet) runFunc {
+	return func(fs *flag.FlagSet) runFunc {
+		f := declare(fs)
+		return func(ctx context.Context, args []string) error { return run(ctx, f, args) }
+	}
+}
+
+// noFlags makes the Run of a command without flags from its runX.
+func noFlags(run runFunc) func(*flag.FlagSet) runFunc {
+	return func(*flag.FlagSet) runFunc { return run }
+}
+
+// flagSet returns c's flags, declared on a fresh FlagSet that prints
+// nothing, and the function that runs c with them.
+func (c *command) flagSet() (*flag.FlagSet, runFunc) {
+	fs := flag.NewFlagSet("grade "+c.Name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs, c.Run(fs)
+}
 
 // usageError is bad input: exit 2 with one line.
 type usageError struct{ msg string }
@@ -66,72 +116,167 @@ func main() {
 
 // run executes one command line and returns the exit code.
 func run(ctx context.Context, args []string) int {
-	// Flags may come before the command (grade --solutions all); they are
-	// handed to the command along with those after it.
-	var lead []string
-	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
-		if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
-			args = []string{"help"}
-			break
-		}
-		lead = append(lead, args[0])
-		args = args[1:]
-		if len(lead) > 0 && !strings.Contains(lead[len(lead)-1], "=") && takesValue(lead[len(lead)-1]) && len(args) > 0 {
-			lead = append(lead, args[0])
-			args = args[1:]
-		}
-	}
-	if len(args) == 0 {
+	line, err := parseLine(args)
+	switch {
+	case errors.Is(err, errNoCommand):
 		printHelp(stderr)
 		return exitUsage
-	}
-	name, rest := args[0], args[1:]
-	cmd := lookup(name)
-	if cmd == nil {
-		fmt.Fprintf(stderr, "grade: unknown command %q; run 'grade help' for the list\n", name)
-		return exitUsage
-	}
-	fs := flag.NewFlagSet("grade "+cmd.Name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	runFn := cmd.Flags(fs)
-	pos, err := parseInterleaved(fs, append(lead, rest...))
-	if errors.Is(err, flag.ErrHelp) {
-		helpFor(stdout, cmd)
+	case errors.Is(err, flag.ErrHelp) && line == nil: // grade -h
+		printHelp(stdout)
 		return exitPass
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "grade %s: %v\nusage: grade %s\n", cmd.Name, err, cmd.UsageLine)
+	case errors.Is(err, flag.ErrHelp): // grade CMD -h
+		helpFor(stdout, line.cmd)
+		return exitPass
+	case err != nil:
+		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	err = runFn(ctx, pos)
+	name := line.cmd.Name
+	err = line.run(ctx, line.args)
 	var ue usageError
 	var fe failError
 	switch {
 	case err == nil:
 		return exitPass
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "grade %s: %v\n", cmd.Name, err)
+		fmt.Fprintf(stderr, "grade %s: %v\n", name, err)
 		return exitUsage
 	case errors.As(err, &fe):
-		fmt.Fprintf(stderr, "grade %s: %v\n", cmd.Name, err)
+		fmt.Fprintf(stderr, "grade %s: %v\n", name, err)
 		return exitFail
 	case ctx.Err() != nil:
 		// Ctrl-C: whatever was measured has been written, marked interrupted.
-		fmt.Fprintf(stderr, "grade %s: interrupted\n", cmd.Name)
+		fmt.Fprintf(stderr, "grade %s: interrupted\n", name)
 		return exitFail
 	default:
-		fmt.Fprintf(stderr, "grade %s: %v\n", cmd.Name, err)
+		fmt.Fprintf(stderr, "grade %s: %v\n", name, err)
 		return exitGrader
 	}
 }
 
-// valueFlags are the flags that take a separate value, for the flags given
-// before the command name.
-var valueFlags = map[string]bool{"out": true, "seconds": true, "timeout": true, "mode": true, "url": true, "port": true,
-	"summary": true, "junit": true, "format": true, "workers": true, "redis": true, "repeat": true}
+// line is a command line with its flags parsed.
+type line struct {
+	cmd  *command
+	fs   *flag.FlagSet // the flags' values
+	run  runFunc
+	args []string // the arguments left after the flags
+}
 
-func takesValue(arg string) bool {
-	return valueFlags[strings.TrimLeft(arg, "-")]
+// errNoCommand is parseLine's error for a command line of flags alone, or
+// none at all.
+var errNoCommand = errors.New("no command")
+
+// parseLine finds the command in args and parses its flags, which may come
+// before its name (grade --out DIR all), after it, or among its arguments
+// (grade flood 120 --seconds 5).
+//
+// The command is the first argument that names one and whose FlagSet
+// accepts every argument before it as its flags and their values. Which of
+// those arguments are values depends on the command (--out takes one in
+// grade all), so each candidate is tried with its own FlagSet. The error
+// wraps flag.ErrHelp for -h (with a nil *line before any command), is
+// errNoCommand for flags alone, and is otherwise a usageError of one line
+// (two for a flag error: the message and the command's usage).
+func parseLine(args []string) (*line, error) {
+	if len(args) == 0 {
+		return nil, errNoCommand
+	}
+	var cmd *command
+	var lead []string
+	var leadErr error
+	if !strings.HasPrefix(args[0], "-") {
+		if cmd = lookup(args[0]); cmd == nil {
+			return nil, usagef("grade: unknown command %q; run 'grade help' for the list", args[0])
+		}
+		args = args[1:]
+	} else {
+		for i := 1; i < len(args) && cmd == nil; i++ {
+			c := lookup(args[i])
+			if c == nil {
+				continue
+			}
+			fs, _ := c.flagSet()
+			err := leadingFlags(fs, args[:i])
+			switch {
+			case err == nil:
+				cmd, lead, args = c, args[:i], args[i+1:]
+			case leadErr == nil:
+				leadErr = flagError(c, err)
+			}
+		}
+	}
+	if cmd == nil {
+		switch {
+		case leadErr != nil:
+			return nil, leadErr
+		case slices.ContainsFunc(args, isHelpFlag):
+			return nil, flag.ErrHelp
+		case slices.ContainsFunc(args, func(a string) bool { return !strings.HasPrefix(a, "-") }):
+			return nil, usagef("grade: no command among %q; run 'grade help' for the list", args)
+		}
+		return nil, errNoCommand
+	}
+	fs, runCmd := cmd.flagSet()
+	pos, err := parseInterleaved(fs, append(slices.Clip(lead), args...))
+	l := &line{cmd: cmd, fs: fs, run: runCmd, args: pos}
+	if errors.Is(err, flag.ErrHelp) {
+		return l, err
+	}
+	if err != nil {
+		return nil, flagError(cmd, err)
+	}
+	return l, nil
+}
+
+// flagError is a flag parsing error for cmd, with its usage line.
+func flagError(cmd *command, err error) error {
+	return usagef("grade %s: %v\nusage: grade %s", cmd.Name, err, cmd.UsageLine)
+}
+
+// leadingFlags checks that lead, the arguments before a command's name,
+// are all flags of fs, each with its value when it takes one. -h and
+// --help are accepted: parsing them asks for the command's help.
+func leadingFlags(fs *flag.FlagSet, lead []string) error {
+	for i := 0; i < len(lead); i++ {
+		a := lead[i]
+		name, ok := strings.CutPrefix(a, "-")
+		name = strings.TrimPrefix(name, "-")
+		if !ok || name == "" || strings.HasPrefix(name, "-") {
+			return fmt.Errorf("%q before the command is not a flag", a)
+		}
+		name, _, inline := strings.Cut(name, "=")
+		if isHelpFlag(a) {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			return fmt.Errorf("flag provided but not defined: -%s", name)
+		}
+		if !inline && takesValue(f) {
+			if i+1 == len(lead) {
+				return fmt.Errorf("flag needs an argument: -%s", name)
+			}
+			i++
+		}
+	}
+	return nil
+}
+
+// takesValue reports whether f takes a value of its own (--out DIR), as
+// the flag package decides it: unless its Value has an IsBoolFlag method
+// that returns true (--solutions).
+func takesValue(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return !ok || !b.IsBoolFlag()
+}
+
+// isHelpFlag reports whether a is a flag that asks for help.
+func isHelpFlag(a string) bool {
+	switch a {
+	case "-h", "--h", "-help", "--help":
+		return true
+	}
+	return false
 }
 
 // parseInterleaved parses flags wherever they appear among the positional
@@ -161,86 +306,4 @@ func lookup(name string) *command {
 		}
 	}
 	return nil
-}
-
-func printHelp(w io.Writer) {
-	fmt.Fprintf(w, `grade is ratelab's grader, load generator and fake GPU server.
-
-Usage:
-
-	grade <command> [flags] [arguments]
-
-The commands are:
-
-`)
-	for _, c := range sortedCommands() {
-		fmt.Fprintf(w, "\t%-10s %s\n", c.Name, c.Short)
-	}
-	fmt.Fprintf(w, `
-Use "grade help <command>" for more about a command.
-
-Exit codes: 0 pass, 1 fail, 2 usage or bad input, 3 the grader itself failed
-or could not judge (the machine too busy, or --repeat's repeats disagreed).
-`)
-}
-
-// commandOrder ranks commands for the help list: the tasks first, in order,
-// then grading everything, then the tools, then help.
-var commandOrder = []string{"all", "watch", "list", "hint", "report", "cohort", "serve", "flood", "help"}
-
-// sortedCommands returns the commands in help order.
-func sortedCommands() []*command {
-	rank := func(c *command) string {
-		if strings.HasPrefix(c.Name, "task") {
-			return fmt.Sprintf("0%8s", c.Name)
-		}
-		for i, n := range commandOrder {
-			if n == c.Name {
-				return fmt.Sprintf("1%03d", i)
-			}
-		}
-		return "2" + c.Name
-	}
-	out := append([]*command(nil), commands...)
-	sort.SliceStable(out, func(i, j int) bool { return rank(out[i]) < rank(out[j]) })
-	return out
-}
-
-func helpFor(w io.Writer, c *command) {
-	fmt.Fprintf(w, "usage: grade %s\n\n%s\n", c.UsageLine, strings.TrimSpace(c.Long))
-	fs := flag.NewFlagSet(c.Name, flag.ContinueOnError)
-	c.Flags(fs)
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n > 0 {
-		fmt.Fprintf(w, "\nFlags:\n")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-	}
-}
-
-func init() {
-	commands = append(commands, &command{
-		Name:      "help",
-		UsageLine: "help [command]",
-		Short:     "show help for grade or one of its commands",
-		Long:      "Help shows the list of commands, or the usage, description and flags of one.",
-		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
-			return func(_ context.Context, args []string) error {
-				switch len(args) {
-				case 0:
-					printHelp(stdout)
-					return nil
-				case 1:
-					c := lookup(args[0])
-					if c == nil {
-						return usagef("unknown command %q; run 'grade help' for the list", args[0])
-					}
-					helpFor(stdout, c)
-					return nil
-				}
-				return usagef("help takes at most one command")
-			}
-		},
-	})
 }

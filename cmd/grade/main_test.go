@@ -6,19 +6,27 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"ratelab/grader"
 	"ratelab/results"
 )
+
+// writerFunc is an io.Writer made of a function.
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // runCapture runs a command line and returns its exit code and output.
 func runCapture(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
@@ -65,6 +73,12 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"task1", "--repeat", "0"}, "--repeat 0: want 1 to 10"},
 		{[]string{"all", "--repeat", "11"}, "--repeat 11: want 1 to 10"},
 		{[]string{"--repeat", "-1", "all"}, "--repeat -1: want 1 to 10"}, // before the command
+		{[]string{"--bogus", "all"}, "flag provided but not defined: -bogus"},
+		{[]string{"--solutions", "--bogus", "all"}, "flag provided but not defined: -bogus"},
+		{[]string{"--out", "all"}, "flag needs an argument: -out"},
+		{[]string{"--solutions", "--quick", "list"}, "flag provided but not defined: -solutions"},
+		{[]string{"--seconds", "5", "serve"}, "flag provided but not defined: -seconds"},
+		{[]string{"--solutions", "nope"}, "no command among"},
 		{[]string{"task2", "--repeat=3x"}, "invalid value"},
 	}
 	for _, tt := range tests {
@@ -75,6 +89,150 @@ func TestUsageErrors(t *testing.T) {
 		if len(tt.args) > 0 {
 			assert.LessOrEqual(t, strings.Count(strings.TrimSpace(errOut), "\n"), 1, "grade %s: one line (plus usage)", strings.Join(tt.args, " "))
 		}
+	}
+}
+
+// Every command in the table has a usage line that starts with its name,
+// short and long help, and a run function; names are unique.
+func TestCommandTable(t *testing.T) {
+	seen := map[string]bool{}
+	for _, c := range commands {
+		assert.NotEmpty(t, c.Name)
+		assert.False(t, seen[c.Name], "command %s twice in the table", c.Name)
+		seen[c.Name] = true
+		assert.True(t, c.UsageLine == c.Name || strings.HasPrefix(c.UsageLine, c.Name+" "), "%s: usage line %q", c.Name, c.UsageLine)
+		assert.NotEmpty(t, c.Short, "%s: short help", c.Name)
+		assert.NotEmpty(t, c.Long, "%s: long help", c.Name)
+		require.NotNil(t, c.Run, "%s: Run", c.Name)
+		_, run := c.flagSet()
+		assert.NotNil(t, run, "%s: its runX", c.Name)
+	}
+	for _, name := range []string{"task1", "task7", "all", "storm", "amplify", "breaker", "provider", "judge", "export", "manifest", "help"} {
+		assert.True(t, seen[name], "no command %s", name)
+	}
+}
+
+// grade help lists the commands in the order of the table: the tasks, then
+// the others in the order below, help last.
+func TestHelpOrder(t *testing.T) {
+	var b strings.Builder
+	printHelp(&b)
+	_, list, ok := strings.Cut(b.String(), "The commands are:\n\n")
+	require.True(t, ok, "grade help has a list of commands")
+	list, _, _ = strings.Cut(list, "\n\n")
+	var listed []string
+	for _, l := range strings.Split(list, "\n") {
+		listed = append(listed, strings.Fields(l)[0])
+	}
+	var table []string
+	for _, c := range commands {
+		table = append(table, c.Name)
+	}
+	assert.Equal(t, table, listed, "grade help lists the table in order")
+
+	var tasks []string
+	for _, tk := range grader.Tasks() {
+		tasks = append(tasks, tk.ID)
+	}
+	want := append(tasks, "all", "watch", "list", "hint", "report", "cohort", "serve", "flood",
+		"storm", "amplify", "breaker", "provider", "judge", "export", "manifest", "help")
+	assert.Equal(t, want, table)
+}
+
+// flagValues returns every flag of fs with its value.
+func flagValues(fs *flag.FlagSet) map[string]string {
+	m := map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) { m[f.Name] = f.Value.String() })
+	return m
+}
+
+// sampleValue returns a value that flag name of c accepts and that differs
+// from its default, and the flag's value once set to it.
+func sampleValue(t *testing.T, c *command, name string) (arg, value string) {
+	t.Helper()
+	for _, v := range []string{"7", "3s", "x"} {
+		fs, _ := c.flagSet()
+		f := fs.Lookup(name)
+		if v != f.DefValue && f.Value.Set(v) == nil {
+			return v, f.Value.String()
+		}
+	}
+	t.Fatalf("grade %s --%s: no sample value accepted", c.Name, name)
+	return "", ""
+}
+
+// Every flag of every command parses the same before the command's name as
+// after it: grade --out DIR all is grade all --out DIR. The flags come from
+// each command's FlagSet, so a new flag is covered without a list to keep.
+func TestLeadingFlags(t *testing.T) {
+	checked := 0
+	for _, c := range commands {
+		fs, _ := c.flagSet()
+		fs.VisitAll(func(f *flag.Flag) {
+			var lines [][]string // the same flag and value in different places
+			want := "true"
+			if takesValue(f) {
+				var arg string
+				arg, want = sampleValue(t, c, f.Name)
+				lines = [][]string{
+					{c.Name, "--" + f.Name, arg, "p"},
+					{"--" + f.Name, arg, c.Name, "p"},
+					{"-" + f.Name, arg, c.Name, "p"},
+					{"--" + f.Name + "=" + arg, c.Name, "p"},
+					{c.Name, "p", "--" + f.Name, arg},
+				}
+			} else {
+				lines = [][]string{
+					{c.Name, "--" + f.Name, "p"},
+					{"--" + f.Name, c.Name, "p"},
+					{"--" + f.Name + "=true", c.Name, "p"},
+				}
+			}
+			var first *line
+			for _, args := range lines {
+				l, err := parseLine(args)
+				require.NoError(t, err, "parseLine(%q)", args)
+				assert.Same(t, c, l.cmd, "parseLine(%q): command %s; want %s", args, l.cmd.Name, c.Name)
+				assert.Equal(t, []string{"p"}, l.args, "parseLine(%q): arguments", args)
+				assert.Equal(t, want, l.fs.Lookup(f.Name).Value.String(), "parseLine(%q): --%s", args, f.Name)
+				if first == nil {
+					first = l
+					continue
+				}
+				assert.Equal(t, flagValues(first.fs), flagValues(l.fs), "parseLine(%q) parses as parseLine(%q)", args, lines[0])
+			}
+			checked++
+		})
+	}
+	assert.Greater(t, checked, 50, "flags checked")
+}
+
+// Flags before the command take a value or not as that command's FlagSet
+// says, so a value that names a command is still a value.
+func TestLeadingFlagsExamples(t *testing.T) {
+	tests := []struct {
+		args []string
+		cmd  string
+		set  map[string]string
+		pos  []string
+	}{
+		{[]string{"--solutions", "all"}, "all", map[string]string{"solutions": "true"}, nil},
+		{[]string{"--out", "DIR", "all"}, "all", map[string]string{"out": "DIR"}, nil},
+		{[]string{"--out", "all", "all"}, "all", map[string]string{"out": "all"}, nil},
+		{[]string{"--repeat", "3", "--solutions", "all"}, "all", map[string]string{"repeat": "3", "solutions": "true"}, nil},
+		{[]string{"--solutions", "--quick", "task2"}, "task2", map[string]string{"solutions": "true", "quick": "true"}, nil},
+		{[]string{"--seconds", "5", "flood", "120"}, "flood", map[string]string{"seconds": "5"}, []string{"120"}},
+		{[]string{"--out", "list", "cohort", "a", "b"}, "cohort", map[string]string{"out": "list"}, []string{"a", "b"}},
+		{[]string{"--solutions", "storm", "400", "--no-jitter"}, "storm", map[string]string{"solutions": "true", "no-jitter": "true"}, []string{"400"}},
+	}
+	for _, tt := range tests {
+		l, err := parseLine(tt.args)
+		require.NoError(t, err, "parseLine(%q)", tt.args)
+		assert.Equal(t, tt.cmd, l.cmd.Name, "parseLine(%q): command", tt.args)
+		for name, want := range tt.set {
+			assert.Equal(t, want, l.fs.Lookup(name).Value.String(), "parseLine(%q): --%s", tt.args, name)
+		}
+		assert.Equal(t, tt.pos, l.args, "parseLine(%q): arguments", tt.args)
 	}
 }
 
@@ -93,6 +251,15 @@ func TestHelp(t *testing.T) {
 	code, out, _ = runCapture(t, context.Background(), "--help")
 	assert.Equal(t, exitPass, code)
 	assert.Contains(t, out, "Exit codes")
+	code, out, _ = runCapture(t, context.Background(), "--solutions", "-h")
+	assert.Equal(t, exitPass, code)
+	assert.Contains(t, out, "Exit codes")
+	code, out, _ = runCapture(t, context.Background(), "--solutions", "--help", "all")
+	assert.Equal(t, exitPass, code)
+	assert.Contains(t, out, "usage: grade all")
+	code, out, _ = runCapture(t, context.Background(), "help", "storm")
+	assert.Equal(t, exitPass, code)
+	assert.Contains(t, out, "-honor-retry-after")
 	code, out, _ = runCapture(t, context.Background(), "help", "all")
 	assert.Equal(t, exitPass, code)
 	assert.Contains(t, out, "[--repeat N]")
@@ -166,15 +333,34 @@ func TestInterruptedTaskWritesPartialResults(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	time.AfterFunc(5*time.Second, cancel) // as Ctrl-C would, after the calibration (about 3 s)
-	start := time.Now()
-	code, out, errOut := runCapture(t, ctx, "task1", "--out", dir)
-	if strings.Contains(out, "calibration: ") && strings.Contains(out, "NOT OK") {
+	// Cancel as Ctrl-C would, two seconds into the first flood: after the
+	// calibration, however long a busy machine makes it.
+	var mu sync.Mutex
+	var out, errOut bytes.Buffer
+	var cancelled time.Time
+	stdout = writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if cancelled.IsZero() && bytes.Contains(p, []byte("calibration: ")) {
+			cancelled = time.Now().Add(2 * time.Second)
+			time.AfterFunc(2*time.Second, cancel)
+		}
+		return out.Write(p)
+	})
+	stderr = &errOut
+	defer func() { stdout, stderr = os.Stdout, os.Stderr }()
+	time.AfterFunc(time.Minute, cancel) // never hang
+	code := run(ctx, []string{"task1", "--out", dir})
+	mu.Lock()
+	stdoutText, at := out.String(), cancelled
+	mu.Unlock()
+	if strings.Contains(stdoutText, "calibration: ") && strings.Contains(stdoutText, "NOT OK") {
 		t.Skip("the machine is too busy for floods (calibration failed), so there is no flood to interrupt")
 	}
-	assert.Less(t, time.Since(start), 15*time.Second, "stops promptly")
-	assert.Equal(t, exitFail, code, errOut)
-	assert.Contains(t, errOut, "interrupted")
+	require.False(t, at.IsZero(), "no calibration line; stdout %q, stderr %q", stdoutText, errOut.String())
+	assert.Less(t, time.Since(at), 10*time.Second, "stops promptly")
+	assert.Equal(t, exitFail, code, errOut.String())
+	assert.Contains(t, errOut.String(), "interrupted")
 	f, err := os.Open(filepath.Join(dir, "results.json"))
 	require.NoError(t, err)
 	defer f.Close()
@@ -186,9 +372,9 @@ func TestInterruptedTaskWritesPartialResults(t *testing.T) {
 	assert.True(t, doc.Runs[0].Interrupted)
 
 	// A second run into the same folder refuses to overwrite.
-	code, _, errOut = runCapture(t, context.Background(), "task1", "--out", dir)
+	code, _, second := runCapture(t, context.Background(), "task1", "--out", dir)
 	assert.Equal(t, exitUsage, code)
-	assert.Contains(t, errOut, "--force")
+	assert.Contains(t, second, "--force")
 }
 
 func TestFloodJSON(t *testing.T) {

@@ -14,12 +14,11 @@ import (
 	"ratelab/results"
 )
 
-func init() {
-	commands = append(commands, &command{
-		Name:      "report",
-		UsageLine: "report DIR [--format F] [--junit FILE] [--summary FILE] [--no-report]",
-		Short:     "write the HTML report, or another format, of a results.json",
-		Long: `Report reads DIR/results.json (DIR may also be the file itself) and writes
+var cmdReport = &command{
+	Name:      "report",
+	UsageLine: "report DIR [--format F] [--junit FILE] [--summary FILE] [--no-report]",
+	Short:     "write the HTML report, or another format, of a results.json",
+	Long: `Report reads DIR/results.json (DIR may also be the file itself) and writes
 an HTML report into DIR/report/: index.html with the score per task and per
 check, the floods and the machine, and one page per task with its charts,
 the lesson's model beside the measurements. The report works offline: the
@@ -31,53 +30,58 @@ same forms grade itself prints, without grading again: a CI job grades
 once and reports to GitHub Classroom (--format classroom, which also
 writes result= to $GITHUB_OUTPUT), Gradescope or JUnit from its
 results.json. The exit code is the document's own verdict, as grade's.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
-			var f taskFlags
-			fs.StringVar(&f.format, "format", "", "also print the document as text, json, github, classroom or gradescope (as grade --format)")
-			fs.StringVar(&f.junit, "junit", "", "also write the checks as JUnit XML to this file")
-			fs.StringVar(&f.summary, "summary", "", "also write a Markdown score table to this file")
-			fs.BoolVar(&f.noReport, "no-report", false, "do not write the HTML report")
-			return func(_ context.Context, args []string) error {
-				if len(args) != 1 {
-					return usagef("want one folder holding a results.json, such as 'grade report ratelab-runs/task1-exercises-...'")
-				}
-				if f.format != "" && !formats[f.format] {
-					return usagef("--format %q: want text, json, github, classroom or gradescope", f.format)
-				}
-				dir, doc, err := readResults(args[0])
-				if err != nil {
-					return err
-				}
-				human := stdout
-				if f.format != "" && f.format != "text" && f.format != "github" {
-					human = stderr // stdout carries the machine-readable form
-				}
-				if !f.noReport {
-					index, err := writeReport(dir, doc)
-					if err != nil {
-						return err
-					}
-					fmt.Fprintf(human, "report: %s\n", index)
-				}
-				if f.format == "" && f.junit == "" && f.summary == "" {
-					return nil
-				}
-				if f.format == "text" {
-					if err := reports.Text(stdout, doc); err != nil {
-						return err
-					}
-				}
-				root, err := grader.FindRoot(".")
-				if err != nil {
-					root = "" // annotations then point at no file
-				}
-				if err := writeFormats(doc, f, root); err != nil {
-					return err
-				}
-				return verdictError(doc.Task, doc)
-			}
-		},
-	})
+	Run: withFlags(reportFlags, runReport),
+}
+
+// reportFlags declares report's flags: those of the grading commands that
+// shape their output.
+func reportFlags(fs *flag.FlagSet) *taskFlags {
+	var f taskFlags
+	fs.StringVar(&f.format, "format", "", "also print the document as text, json, github, classroom or gradescope (as grade --format)")
+	fs.StringVar(&f.junit, "junit", "", "also write the checks as JUnit XML to this file")
+	fs.StringVar(&f.summary, "summary", "", "also write a Markdown score table to this file")
+	fs.BoolVar(&f.noReport, "no-report", false, "do not write the HTML report")
+	return &f
+}
+
+func runReport(_ context.Context, f *taskFlags, args []string) error {
+	if len(args) != 1 {
+		return usagef("want one folder holding a results.json, such as 'grade report ratelab-runs/task1-exercises-...'")
+	}
+	if f.format != "" && !formats[f.format] {
+		return usagef("--format %q: want text, json, github, classroom or gradescope", f.format)
+	}
+	dir, doc, err := readResults(args[0])
+	if err != nil {
+		return err
+	}
+	human := stdout
+	if f.format != "" && f.format != "text" && f.format != "github" {
+		human = stderr // stdout carries the machine-readable form
+	}
+	if !f.noReport {
+		index, err := writeReport(dir, doc)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(human, "report: %s\n", index)
+	}
+	if f.format == "" && f.junit == "" && f.summary == "" {
+		return nil
+	}
+	if f.format == "text" {
+		if err := reports.Text(stdout, doc); err != nil {
+			return err
+		}
+	}
+	root, err := grader.FindRoot(".")
+	if err != nil {
+		root = "" // annotations then point at no file
+	}
+	if err := writeFormats(doc, *f, root); err != nil {
+		return err
+	}
+	return verdictError(doc.Task, doc)
 }
 
 // writeReport writes doc's HTML report into dir/report/ and returns the path

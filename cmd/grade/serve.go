@@ -14,12 +14,11 @@ import (
 	"ratelab/grader"
 )
 
-func init() {
-	commands = append(commands, &command{
-		Name:      "serve",
-		UsageLine: "serve [--mode none|shed|bucket] [--workers 1] [--solutions] [--port 8000] [--slots 8] [--work 100ms] [--max-waiting 16] [--deadline 800ms] [--rate 70] [--burst 20]",
-		Short:     "run the fake GPU server until Ctrl-C",
-		Long: `Serve runs the fake GPU server on 127.0.0.1, for following the lesson by
+var cmdServe = &command{
+	Name:      "serve",
+	UsageLine: "serve [--mode none|shed|bucket] [--workers 1] [--solutions] [--port 8000] [--slots 8] [--work 100ms] [--max-waiting 16] [--deadline 800ms] [--rate 70] [--burst 20]",
+	Short:     "run the fake GPU server until Ctrl-C",
+	Long: `Serve runs the fake GPU server on 127.0.0.1, for following the lesson by
 hand: flood it with 'grade flood RATE --url http://127.0.0.1:PORT' and read
 its counters with 'curl -s 127.0.0.1:PORT/stats'.
 
@@ -32,52 +31,64 @@ Modes shed and bucket run your own code: task 2's admission from
 exercises/shedding and task 3's limiter from exercises/bucket (with
 --solutions, the reference). grade builds that server first; a stub that is
 not written yet answers every request by dropping the connection.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
-			def := fakegpu.DefaultConfig()
-			mode := fs.String("mode", string(def.Mode), "protection: none, shed or bucket")
-			solutions := fs.Bool("solutions", false, "in modes shed and bucket, run the reference code instead of your exercises")
-			rate := fs.Float64("rate", def.BucketRate, "per-client bucket refill in mode bucket, tokens per second")
-			burst := fs.Float64("burst", def.BucketBurst, "per-client bucket capacity in mode bucket, tokens")
-			workers := fs.Int("workers", 1, "server processes sharing the port, each with its own slots and limiter (as uvicorn --workers)")
-			port := fs.Int("port", 8000, "TCP port on 127.0.0.1 (0 picks a free one)")
-			slots := fs.Int("slots", def.Slots, "requests the GPU works on at once")
-			work := fs.Duration("work", def.Work, "time one request holds its slot")
-			maxWaiting := fs.Int("max-waiting", def.MaxWaiting, "longest line in the protected modes")
-			deadline := fs.Duration("deadline", def.Deadline, "longest wait for a slot in the protected modes (0: off)")
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("serve takes no arguments, got %q", args)
-				}
-				m, err := fakegpu.ParseMode(*mode)
-				if err != nil {
-					return usageError{err.Error()}
-				}
-				if m == fakegpu.ModeRedis {
-					return usagef("mode redis is not available yet")
-				}
-				if *port < 0 || *port > 65535 {
-					return usagef("--port %d: want 0 to 65535", *port)
-				}
-				cfg := def
-				cfg.Mode, cfg.Slots, cfg.Work, cfg.MaxWaiting, cfg.Deadline = m, *slots, *work, *maxWaiting, *deadline
-				cfg.BucketRate, cfg.BucketBurst = *rate, *burst
-				if err := cfg.Validate(); err != nil {
-					return usageError{err.Error()}
-				}
-				if *workers < 1 || *workers > 64 {
-					return usagef("--workers %d: want 1 to 64", *workers)
-				}
-				if m != fakegpu.ModeNone || *workers > 1 {
-					return serveChild(ctx, cfg, *port, *workers, *solutions)
-				}
-				srv, err := fakegpu.New(cfg)
-				if err != nil {
-					return usageError{err.Error()}
-				}
-				return serve(ctx, srv, *port)
-			}
-		},
-	})
+	Run: withFlags(serveFlags, runServe),
+}
+
+// serveOptions are serve's flags: the server's configuration and where it
+// runs.
+type serveOptions struct {
+	cfg       fakegpu.Config // Mode is set from mode
+	mode      string
+	solutions bool
+	workers   int
+	port      int
+}
+
+func serveFlags(fs *flag.FlagSet) *serveOptions {
+	o := serveOptions{cfg: fakegpu.DefaultConfig()}
+	fs.StringVar(&o.mode, "mode", string(o.cfg.Mode), "protection: none, shed or bucket")
+	fs.BoolVar(&o.solutions, "solutions", false, "in modes shed and bucket, run the reference code instead of your exercises")
+	fs.Float64Var(&o.cfg.BucketRate, "rate", o.cfg.BucketRate, "per-client bucket refill in mode bucket, tokens per second")
+	fs.Float64Var(&o.cfg.BucketBurst, "burst", o.cfg.BucketBurst, "per-client bucket capacity in mode bucket, tokens")
+	fs.IntVar(&o.workers, "workers", 1, "server processes sharing the port, each with its own slots and limiter (as uvicorn --workers)")
+	fs.IntVar(&o.port, "port", 8000, "TCP port on 127.0.0.1 (0 picks a free one)")
+	fs.IntVar(&o.cfg.Slots, "slots", o.cfg.Slots, "requests the GPU works on at once")
+	fs.DurationVar(&o.cfg.Work, "work", o.cfg.Work, "time one request holds its slot")
+	fs.IntVar(&o.cfg.MaxWaiting, "max-waiting", o.cfg.MaxWaiting, "longest line in the protected modes")
+	fs.DurationVar(&o.cfg.Deadline, "deadline", o.cfg.Deadline, "longest wait for a slot in the protected modes (0: off)")
+	return &o
+}
+
+func runServe(ctx context.Context, o *serveOptions, args []string) error {
+	if len(args) > 0 {
+		return usagef("serve takes no arguments, got %q", args)
+	}
+	m, err := fakegpu.ParseMode(o.mode)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if m == fakegpu.ModeRedis {
+		return usagef("mode redis is not available yet")
+	}
+	if o.port < 0 || o.port > 65535 {
+		return usagef("--port %d: want 0 to 65535", o.port)
+	}
+	cfg := o.cfg
+	cfg.Mode = m
+	if err := cfg.Validate(); err != nil {
+		return usageError{err.Error()}
+	}
+	if o.workers < 1 || o.workers > 64 {
+		return usagef("--workers %d: want 1 to 64", o.workers)
+	}
+	if m != fakegpu.ModeNone || o.workers > 1 {
+		return serveChild(ctx, cfg, o.port, o.workers, o.solutions)
+	}
+	srv, err := fakegpu.New(cfg)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	return serve(ctx, srv, o.port)
 }
 
 // serveChild runs a protected server built from the learner's tree (or the

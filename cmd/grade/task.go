@@ -32,7 +32,10 @@ type taskFlags struct {
 	repeat    int
 }
 
-func (f *taskFlags) declare(fs *flag.FlagSet) {
+// gradeFlags declares the flags of the grading commands (task1 ... and all)
+// on fs.
+func gradeFlags(fs *flag.FlagSet) *taskFlags {
+	var f taskFlags
 	fs.BoolVar(&f.solutions, "solutions", false, "grade the reference in solutions/ instead of your exercises/")
 	fs.StringVar(&f.out, "out", "", "write results.json into this folder (default: a new folder under ratelab-runs/)")
 	fs.BoolVar(&f.json, "json", false, "print the results document as JSON on stdout (the table goes to stderr); same as --format json")
@@ -44,6 +47,7 @@ func (f *taskFlags) declare(fs *flag.FlagSet) {
 	fs.BoolVar(&f.quick, "quick", false, fmt.Sprintf("practice run: every flood sends for %s instead of 10 s, with the bounds scaled to that; the result is marked practice and is not the graded score", grader.QuickDuration))
 	fs.IntVar(&f.repeat, "repeat", 1, fmt.Sprintf("grade each task N times (1 to %d) and combine them: a check whose repeats disagree is marked inconclusive, with every repeat's values, and the run exits 3", maxRepeat))
 	fs.StringVar(&f.redis, "redis", os.Getenv("REDIS_URL"), "task 6: a real Redis, such as redis://127.0.0.1:6379 (default $REDIS_URL, else an embedded miniredis)")
+	return &f
 }
 
 // maxRepeat is the most --repeat allows: ten gradings of everything
@@ -53,11 +57,17 @@ const maxRepeat = 10
 // formats are the values --format takes.
 var formats = map[string]bool{"text": true, "json": true, "github": true, "classroom": true, "gradescope": true}
 
-func init() {
+// gradeUsage is the usage line of the grading commands after their name.
+const gradeUsage = " [--solutions] [--repeat N] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE] [--summary FILE] [--no-report]"
+
+// taskCommands returns one command per task of grader.Tasks, in order:
+// task1, task2, ...
+func taskCommands() []*command {
+	var cmds []*command
 	for _, t := range grader.Tasks() {
-		commands = append(commands, &command{
+		cmds = append(cmds, &command{
 			Name:      t.ID,
-			UsageLine: t.ID + " [--solutions] [--repeat N] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE] [--summary FILE] [--no-report]",
+			UsageLine: t.ID + gradeUsage,
 			Short:     fmt.Sprintf("grade task %d: %s", t.Number, t.Title),
 			Long: fmt.Sprintf(`%s runs task %d's stages, checks the lesson's invariants and prints a
 score. The handout is %s; 'grade hint %s' prints the hints.
@@ -69,39 +79,20 @@ DIR/results.json; an existing one is kept unless --force is given.
 repeats disagree (some pass, some fail) is marked inconclusive, scores 0
 and lists every repeat's verdict and values; the run then exits 3, since
 that is the machine's noise and not the code.`, t.ID, t.Number, t.Handout, t.ID, results.Schema),
-			Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
-				var f taskFlags
-				f.declare(fs)
-				return func(ctx context.Context, args []string) error {
-					if len(args) > 0 {
-						return usagef("%s takes no arguments, got %q", t.ID, args)
-					}
-					return gradeTasks(ctx, t.ID, []grader.Task{t}, f)
-				}
-			},
+			Run: withFlags(gradeFlags, func(ctx context.Context, f *taskFlags, args []string) error {
+				return runTask(ctx, t, f, args)
+			}),
 		})
 	}
-	commands = append(commands, &command{
-		Name:      "all",
-		UsageLine: "all [--solutions] [--repeat N] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE] [--summary FILE] [--no-report]",
-		Short:     "grade every task",
-		Long: `All grades every task in order and writes one results document for the
-lot. Use --solutions to grade the reference (it must score full marks).
+	return cmds
+}
 
---repeat N grades each task N times in a row and reports the spread: a
-check whose repeats disagree is marked inconclusive with every repeat's
-values, never passed or failed silently, and the run exits 3.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
-			var f taskFlags
-			f.declare(fs)
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 0 {
-					return usagef("all takes no arguments, got %q", args)
-				}
-				return gradeTasks(ctx, "all", grader.Tasks(), f)
-			}
-		},
-	})
+// runTask grades one task.
+func runTask(ctx context.Context, t grader.Task, f *taskFlags, args []string) error {
+	if len(args) > 0 {
+		return usagef("%s takes no arguments, got %q", t.ID, args)
+	}
+	return gradeTasks(ctx, t.ID, []grader.Task{t}, *f)
 }
 
 // gradeTasks grades tasks, merges their documents into one named id, writes

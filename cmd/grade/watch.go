@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
-	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -19,12 +18,11 @@ import (
 // watchEvery is how often grade watch looks at exercises/ for changes.
 const watchEvery = 500 * time.Millisecond
 
-func init() {
-	commands = append(commands, &command{
-		Name:      "watch",
-		UsageLine: "watch [TASK]",
-		Short:     "re-run a task's unit tests whenever you save a file under exercises/",
-		Long: `Watch runs the unit stage of TASK (by default the first task with code to
+var cmdWatch = &command{
+	Name:      "watch",
+	UsageLine: "watch [TASK]",
+	Short:     "re-run a task's unit tests whenever you save a file under exercises/",
+	Long: `Watch runs the unit stage of TASK (by default the first task with code to
 write whose unit tests do not all pass yet) and runs it again each time a
 file under exercises/ changes, the way rustlings does. It shows the first
 check that fails. Type h and Enter for that task's hints, n for the next
@@ -32,37 +30,36 @@ task, q (or Ctrl-C) to stop.
 
 It notices changes by looking at the files twice a second, so it needs no
 file-system events and works the same everywhere.`,
-		Flags: func(fs *flag.FlagSet) func(context.Context, []string) error {
-			return func(ctx context.Context, args []string) error {
-				if len(args) > 1 {
-					return usagef("want at most one task, such as 'grade watch task3'")
-				}
-				root, err := grader.FindRoot(".")
-				if err != nil {
-					return usageError{err.Error()}
-				}
-				var tasks []grader.Task
-				for _, t := range grader.Tasks() {
-					if t.Unit != nil {
-						tasks = append(tasks, t)
-					}
-				}
-				idx := 0
-				if len(args) == 1 {
-					idx = -1
-					for i, t := range tasks {
-						if t.ID == args[0] {
-							idx = i
-						}
-					}
-					if idx < 0 {
-						return usagef("task %q has no code to write; 'grade list' shows the tasks", args[0])
-					}
-				}
-				return watch(ctx, root, tasks, idx, len(args) == 0)
+	Run: noFlags(runWatch),
+}
+
+func runWatch(ctx context.Context, args []string) error {
+	if len(args) > 1 {
+		return usagef("want at most one task, such as 'grade watch task3'")
+	}
+	root, err := grader.FindRoot(".")
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	var tasks []grader.Task
+	for _, t := range grader.Tasks() {
+		if t.Unit != nil {
+			tasks = append(tasks, t)
+		}
+	}
+	idx := 0
+	if len(args) == 1 {
+		idx = -1
+		for i, t := range tasks {
+			if t.ID == args[0] {
+				idx = i
 			}
-		},
-	})
+		}
+		if idx < 0 {
+			return usagef("task %q has no code to write; 'grade list' shows the tasks", args[0])
+		}
+	}
+	return watch(ctx, root, tasks, idx, len(args) == 0)
 }
 
 // watch is the loop of grade watch.

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"ratelab/grader"
+	"ratelab/internal/release"
 )
 
 // ghWorkflow is the part of a GitHub Actions workflow the tests read.
@@ -110,12 +111,12 @@ func classroomWorkflow(t *testing.T) string {
 	t.Helper()
 	root, err := grader.FindRoot(".")
 	require.NoError(t, err)
-	for _, p := range []string{templateWorkflow, exportWorkflow} {
+	for _, p := range []string{release.WorkflowSource, release.Workflow} {
 		if _, err := os.Stat(filepath.Join(root, p)); err == nil {
 			return filepath.Join(root, p)
 		}
 	}
-	t.Fatalf("neither %s nor %s exists", templateWorkflow, exportWorkflow)
+	t.Fatalf("neither %s nor %s exists", release.WorkflowSource, release.Workflow)
 	return ""
 }
 

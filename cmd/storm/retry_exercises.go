@@ -10,8 +10,6 @@ import (
 	"ratelab/harness"
 )
 
-const retryFrom = "exercises/retry"
-
 // newCall wraps the learner's retry loop as the harness's CallFunc.
 func newCall(o callOptions) harness.CallFunc {
 	var budget *retry.RetryBudget

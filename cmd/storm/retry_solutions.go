@@ -10,8 +10,6 @@ import (
 	"ratelab/solutions/retry"
 )
 
-const retryFrom = "solutions/retry"
-
 // newCall wraps the reference retry loop as the harness's CallFunc.
 func newCall(o callOptions) harness.CallFunc {
 	var budget *retry.RetryBudget

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"context"
+
+	"ratelab/grader"
+)
+
+var cmdAll = &command{
+	Name:      "all",
+	UsageLine: "all" + gradeUsage,
+	Short:     "grade every task",
+	Long: `All grades every task in order and writes one results document for the
+lot. Use --solutions to grade the reference (it must score full marks).
+
+--repeat N grades each task N times in a row and reports the spread: a
+check whose repeats disagree is marked inconclusive with every repeat's
+values, never passed or failed silently, and the run exits 3.`,
+	Run: withFlags(gradeFlags, runAll),
+}
+
+func runAll(ctx context.Context, f *taskFlags, args []string) error {
+	if len(args) > 0 {
+		return usagef("all takes no arguments, got %q", args)
+	}
+	return gradeTasks(ctx, "all", grader.Tasks(), *f)
+}

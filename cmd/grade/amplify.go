@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"ratelab/grader"
+	"ratelab/results"
+)
+
+var cmdAmplify = &command{
+	Name:      "amplify",
+	UsageLine: "amplify [--budget] [--solutions]",
+	Short:     "show how retries amplify load on an overloaded server",
+	Long: `Amplify sends 100 calls per second for 10 s to the unprotected server (80/s
+capacity), each call retried by your task 4 retry loop. By default retries
+go out at once, up to 3 of them; with --budget they back off with full jitter
+and a 10% retry budget. It prints the attempts per second the server itself
+counted.`,
+	Run: withFlags(amplifyFlags, runAmplify),
+}
+
+// amplifyOptions are amplify's flags.
+type amplifyOptions struct {
+	budget    bool
+	solutions bool
+}
+
+func amplifyFlags(fs *flag.FlagSet) *amplifyOptions {
+	var o amplifyOptions
+	fs.BoolVar(&o.budget, "budget", false, "back off with full jitter and a 10% retry budget")
+	fs.BoolVar(&o.solutions, "solutions", false, "use the reference retry loop instead of your exercises")
+	return &o
+}
+
+func runAmplify(ctx context.Context, o *amplifyOptions, args []string) error {
+	if len(args) > 0 {
+		return usagef("amplify takes no arguments")
+	}
+	root, err := grader.FindRoot(".")
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	bin, cleanup, err := grader.BuildTool(ctx, root, implFlag(o.solutions), "storm")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	srv, err := grader.StartServer(ctx, root, grader.Solutions, "--mode", "none", "--port", "0")
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	retry := []string{"--tries", "4", "--base", "1ns", "--cap", "1ns", "--jitter=false"}
+	if o.budget {
+		retry = []string{"--tries", "4", "--base", "100ms", "--cap", "5s", "--jitter=true", "--budget", "0.1"}
+	}
+	var st results.Storm
+	err = grader.RunJSON(ctx, 2*time.Minute, &st, bin, append([]string{"--url", srv.URL, "--kind", "amplify", "--rate", "100", "--seconds", "10", "--limit", "40s"}, retry...)...)
+	if err != nil {
+		return err
+	}
+	var perSecond []string
+	for t := 1; t <= 12; t++ {
+		r, _ := st.ReceivedRate(float64(t-1), float64(t))
+		perSecond = append(perSecond, fmt.Sprintf("%.0f", r))
+	}
+	fmt.Fprintf(stdout, "calls %d  attempts %d  succeeded %d  gave up %d\nattempts the server received per second: %s\n",
+		st.Clients, st.Attempts, st.Succeeded, st.Failed, strings.Join(perSecond, " "))
+	return nil
+}
