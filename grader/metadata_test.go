@@ -3,6 +3,8 @@ package grader
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -91,4 +93,20 @@ func sortedLines(s string) []string {
 	lines := strings.Split(s, "\n")
 	slices.Sort(lines)
 	return lines
+}
+
+// Every suite's test binary must accept the flags the grader passes
+// (-rapid.seed and -rapid.nofailfile): they are defined by suitekit's
+// import of rapid, so every suite imports suitekit.
+func TestEverySuiteImportsSuitekit(t *testing.T) {
+	for _, task := range Tasks() {
+		if task.Unit == nil {
+			continue
+		}
+		cmd := exec.Command("go", "list", "-deps", "-test", "./"+path.Join(string(Solutions), task.Unit.Package))
+		cmd.Dir = repoRoot(t)
+		out, err := cmd.Output()
+		require.NoError(t, err)
+		assert.Contains(t, string(out), "pgregory.net/rapid\n", "%s's suite must import ratelab/internal/suites/suitekit", task.ID)
+	}
 }

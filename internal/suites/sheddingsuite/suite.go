@@ -54,6 +54,7 @@ import (
 	"time"
 
 	"ratelab/fakegpu"
+	"ratelab/internal/suites/suitekit"
 	"ratelab/lab"
 )
 
@@ -822,7 +823,7 @@ func inBubble(t *testing.T, f func(t *testing.T)) {
 				"(is a request stuck for good on a slot never released, or a goroutine started by Admit that never ends?)", v)
 		}
 	}()
-	synctest.Test(t, f)
+	suitekit.Bubble(t, f)
 }
 
 // take is one TryTake call.
