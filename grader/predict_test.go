@@ -56,7 +56,7 @@ func measuredShed(d float64, ok int64, p99 float64) *results.Run {
 		Name: "shed 240/s", OfferedRPS: 240, DurationS: d, TimeoutS: 1, Reliable: true,
 		Issued: int64(240 * d), OK: ok, P99MS: p99,
 		Counts:      map[results.Outcome]int64{results.OutcomeOK: ok, results.OutcomeUnavailable: int64(240*d) - ok},
-		ServerFinal: fakegpu.Stats{MaxWaiting: 16},
+		ServerFinal: results.ServerStats{MaxWaiting: 16},
 	}
 }
 

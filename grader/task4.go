@@ -166,7 +166,7 @@ func stormTask4(ctx context.Context, g *grading, stormBin, serverBin string) err
 			"--tries", fmt.Sprint(task4Tries), "--base", task4Base.String(), "--cap", task4Cap.String(),
 			fmt.Sprintf("--jitter=%t", row.jitter), fmt.Sprintf("--honor-retry-after=%t", row.honor))
 		if err == nil {
-			var stats fakegpu.Stats
+			var stats results.ServerStats
 			if stats, err = harness.HTTPStats(c.URL)(ctx); err == nil {
 				st.ServerReceived = stats.Received
 			}

@@ -84,8 +84,8 @@ func (g *grading) floodWorkers(ctx context.Context, bin string, o harness.Option
 	// is the server's, so sends up to 50 ms late change the counts by at
 	// most a token or two; 50 ms is allowed instead of the usual 5 ms.
 	o.MaxSendLag = task6MaxSendLag
-	o.Stats = func(ctx context.Context) (fakegpu.Stats, error) {
-		var sum fakegpu.Stats
+	o.Stats = func(ctx context.Context) (results.ServerStats, error) {
+		var sum results.ServerStats
 		for _, f := range each {
 			st, err := f(ctx)
 			if err != nil {
