@@ -22,7 +22,6 @@ func init() {
 		Lead: "An unbounded line in front of 8 slots of 100 ms (80 requests/s), and clients that give up after their timeout. " +
 			"Past capacity the line grows without end, every answer comes too late, and the server keeps working for nobody. " +
 			"The ink line is the lesson's one-line model, λ·C·(T−S)/(λ−C) successes; the dots are your floods.",
-		Modes: []fakegpu.Mode{fakegpu.ModeNone},
 		Build: buildTask1,
 	})
 	registerPage(&taskPage{
@@ -30,7 +29,6 @@ func init() {
 		Title: "say no early: load shedding and deadlines",
 		Lead: "The same server with a line of at most 16 (200 ms of work) that answers 503 at once when full, and a deadline that drops requests which waited past 800 ms. " +
 			"Goodput stays at capacity however much is offered; the blue line is a simulation of that server, the ink line the unprotected model for comparison.",
-		Modes: []fakegpu.Mode{fakegpu.ModeShed},
 		Build: buildTask2,
 	})
 }
@@ -107,12 +105,12 @@ func (s *site) goodputBlock(id string, runs []*results.Run, caption string) bloc
 	groups, order := map[string][]opts.ScatterData{}, []string{}
 	servers := map[string]bool{}
 	for _, r := range runs {
-		servers[describeServer(serverConfig(r.Server))] = true
+		servers[describeServer(r.Server)] = true
 	}
 	for _, r := range runs {
 		key := "measured, timeout " + durationLabel(seconds(r.TimeoutS))
 		if len(servers) > 1 {
-			key = "measured: " + describeServer(serverConfig(r.Server))
+			key = "measured: " + describeServer(r.Server)
 			if r.TimeoutS != 1 {
 				key += ", timeout " + durationLabel(seconds(r.TimeoutS))
 			}
@@ -405,13 +403,15 @@ func task2QueueCaptions(runs []*results.Run) (string, string) {
 const simTooltip = `function (ps) { var s = ps[0].axisValueLabel + ' s'; ps.forEach(function (p) { var sim = String(p.seriesId).indexOf('sim-') === 0; s += '<br>' + p.marker + p.seriesName + (sim ? ' (simulated)' : '') + ': ' + p.value[1]; }); return s; }`
 
 // simulateRun replays one flood in the discrete-event simulation, or
-// returns nil if the run cannot be described to it.
+// returns nil if the run cannot be described to it (such as a run of an
+// old document, which did not record its server's settings).
 func simulateRun(r *results.Run) *model.SimResult {
 	d, t := seconds(r.DurationS), seconds(r.TimeoutS)
-	if d <= 0 || t <= 0 || !(r.OfferedRPS > 0) || r.OfferedRPS*r.DurationS > 1e6 {
+	cfg, ok := fakegpu.FromRecord(r.Server)
+	if !ok || d <= 0 || t <= 0 || !(r.OfferedRPS > 0) || r.OfferedRPS*r.DurationS > 1e6 {
 		return nil
 	}
-	s := serverConfig(r.Server).Sim()
+	s := cfg.Sim()
 	s.SampleEvery = 100 * time.Millisecond
 	if r.SampleEveryMS > 0 {
 		s.SampleEvery = time.Duration(r.SampleEveryMS * float64(time.Millisecond))

@@ -9,6 +9,7 @@ import (
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
 
+	"ratelab/fakegpu"
 	"ratelab/results"
 )
 
@@ -43,9 +44,10 @@ func buildTask6(s *site, runs []*results.Run) []block {
 	return blocks
 }
 
-// sharedRun says whether r's workers took from one bucket in Redis.
+// sharedRun says whether r's workers took from one bucket in Redis, as the
+// run recorded its server.
 func sharedRun(r *results.Run) bool {
-	return strings.Contains(r.Server, "redis") || strings.Contains(strings.ToLower(r.Name), "redis")
+	return r.Server.Known() && fakegpu.Mode(r.Server.Mode) == fakegpu.ModeRedis
 }
 
 // workerBound is the most one bucket admits in r's flood, from the model's

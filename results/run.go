@@ -72,8 +72,9 @@ type Run struct {
 	// Predicted holds the model's figures for this run, keyed like the
 	// measured ones ("ok", "p99_ms", ...), for tables and reports.
 	Predicted map[string]float64 `json:"predicted,omitempty"`
-	// Server describes the server flooded, such as "none, 8 slots x 100ms".
-	Server string `json:"server,omitempty"`
+	// Server is the fake GPU flooded, as it was configured; nil when the
+	// flood was not of a fake GPU (task 7's service, see Scenario).
+	Server *Server `json:"server,omitempty"`
 
 	// ServerAfterFlood is the server's /stats the moment sending stopped;
 	// ServerFinal after the queue drained (or the drain cap was reached).
@@ -151,7 +152,8 @@ type Storm struct {
 	MaxTries        int     `json:"max_tries"`
 	BaseMS          float64 `json:"base_ms"`
 	CapMS           float64 `json:"cap_ms"`
-	Server          string  `json:"server,omitempty"`
+	// Server is the fake GPU the clients called, as it was configured.
+	Server *Server `json:"server,omitempty"`
 
 	// Clients is how many calls were made (storm: clients at once;
 	// amplify: OfferedRPS × DurationS).
