@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/csv"
 	"encoding/hex"
@@ -100,7 +101,7 @@ func loadCohort(args []string, key []byte) (*Cohort, error) {
 				c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: "duplicate: the same bytes as " + first})
 				continue
 			}
-			doc, err := parseDocument(b)
+			doc, err := results.Decode(bytes.NewReader(b))
 			if err != nil {
 				c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: err.Error()})
 				continue

@@ -26,7 +26,7 @@ func testDoc(t testing.TB) *results.Document {
 	f, err := os.Open(filepath.Join("testdata", "results.json"))
 	require.NoError(t, err)
 	defer f.Close()
-	doc, err := ReadDocument(f)
+	doc, err := results.Decode(f)
 	require.NoError(t, err)
 	return doc
 }
@@ -43,7 +43,7 @@ func testDocFile(t testing.TB, name string) *results.Document {
 	f, err := os.Open(filepath.Join("testdata", name))
 	require.NoError(t, err)
 	defer f.Close()
-	doc, err := ReadDocument(f)
+	doc, err := results.Decode(f)
 	require.NoError(t, err)
 	return doc
 }

@@ -177,18 +177,6 @@ func (d *Document) Encode(w io.Writer) error {
 	return enc.Encode(d)
 }
 
-// Decode reads a document and checks its schema.
-func Decode(r io.Reader) (*Document, error) {
-	var d Document
-	if err := json.NewDecoder(r).Decode(&d); err != nil {
-		return nil, fmt.Errorf("decode results: %w", err)
-	}
-	if d.Schema != Schema {
-		return nil, fmt.Errorf("decode results: schema %q, want %q", d.Schema, Schema)
-	}
-	return &d, nil
-}
-
 // ErrExists is returned by WriteFile when the file exists and overwriting
 // was not asked for.
 var ErrExists = errors.New("file exists")
