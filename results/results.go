@@ -63,10 +63,9 @@ type Document struct {
 	Runs      []*Run      `json:"runs"`
 	Storms    []*Storm    `json:"storms,omitempty"`
 	Scenarios []*Scenario `json:"scenarios,omitempty"`
-	// Judge is task 5's judge report (schema ratelab.judge/v1, see the
-	// provider package), kept as it came.
-	Judge json.RawMessage `json:"judge,omitempty"`
-	Env   Env             `json:"env"`
+	// Judge is task 5's judge report (schema ratelab.judge/v1).
+	Judge *JudgeReport `json:"judge,omitempty"`
+	Env   Env          `json:"env"`
 	// Integrity records the hashes of the frozen files the grader ran with.
 	Integrity *Integrity `json:"integrity,omitempty"`
 	// Signature is an HMAC of the rest of the document, when the grader had

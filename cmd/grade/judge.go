@@ -9,6 +9,7 @@ import (
 
 	"ratelab/grader"
 	"ratelab/provider"
+	"ratelab/results"
 )
 
 func init() {
@@ -92,7 +93,7 @@ attempts, wall time and the theoretical minimum max(N/RPM, tokens/ITPM).`,
 					return err
 				}
 				defer cleanup()
-				var rep provider.JudgeReport
+				var rep results.JudgeReport
 				if err := grader.RunJSON(ctx, 15*time.Minute, &rep, bin, "--in-process", "--strategy", *strategy, "--n", fmt.Sprint(n)); err != nil {
 					return err
 				}
