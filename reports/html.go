@@ -46,7 +46,7 @@ func renderHTML(doc *results.Document) (map[string][]byte, error) {
 	}
 	s := newSite(doc)
 	for _, id := range s.tasks {
-		p := pageRegistry[id]
+		p := pageFor(id)
 		if p == nil || len(s.runs[id]) == 0 && len(s.checks(id)) == 0 {
 			continue
 		}
@@ -107,10 +107,9 @@ func writeFileAtomic(path string, b []byte) error {
 	return nil
 }
 
-// taskPage describes the HTML page of one task. Pages are registered by
-// task id (registerPage, from an init function); a new task gets its page by
-// registering one more. Tasks without a page still get their checks on the
-// index.
+// taskPage describes the HTML page of one task. The pages are listed in
+// taskPages; a new task gets its page by adding one more. Tasks without a
+// page still get their checks on the index.
 type taskPage struct {
 	ID    string
 	Title string
@@ -124,9 +123,18 @@ type taskPage struct {
 	Draws func(doc *results.Document) bool
 }
 
-var pageRegistry = map[string]*taskPage{}
+// taskPages are the task pages, in task order.
+var taskPages = []*taskPage{task1Page, task2Page, task3Page, task4Page, task5Page, task6Page, task7Page}
 
-func registerPage(p *taskPage) { pageRegistry[p.ID] = p }
+// pageFor returns the page of task id, or nil if it has none.
+func pageFor(id string) *taskPage {
+	for _, p := range taskPages {
+		if p.ID == id {
+			return p
+		}
+	}
+	return nil
+}
 
 // site is one document on its way to pages.
 type site struct {
@@ -325,7 +333,7 @@ func renderPage(p pageData) ([]byte, error) {
 func (s *site) nav(current string) []navItem {
 	items := []navItem{{Label: "Summary", Href: "index.html", Current: current == "index.html"}}
 	for _, id := range s.tasks {
-		if p := pageRegistry[id]; p != nil && (len(s.runs[id]) > 0 || len(s.checks(id)) > 0) {
+		if p := pageFor(id); p != nil && (len(s.runs[id]) > 0 || len(s.checks(id)) > 0) {
 			items = append(items, navItem{Label: taskLabel(id), Href: id + ".html", Current: current == id+".html"})
 		}
 	}
@@ -432,7 +440,7 @@ func (s *site) indexPage(files map[string][]byte) pageData {
 		}
 		title := id
 		page := cell{Text: "no page for this task yet"}
-		if pg := pageRegistry[id]; pg != nil {
+		if pg := pageFor(id); pg != nil {
 			title = taskLabel(id) + ": " + pg.Title
 			if _, ok := files[id+".html"]; ok {
 				page = cell{Text: "charts →", Href: id + ".html"}
@@ -449,7 +457,7 @@ func (s *site) indexPage(files map[string][]byte) pageData {
 			continue
 		}
 		title := taskLabel(id)
-		if pg := pageRegistry[id]; pg != nil {
+		if pg := pageFor(id); pg != nil {
 			title += ": " + pg.Title
 		}
 		v := taskVerdict(checks)

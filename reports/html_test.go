@@ -316,3 +316,15 @@ func TestWriteHTMLBucketBound(t *testing.T) {
 		"the burst of 10 is spent", "is refused 170/s (offered − 35)")
 	assert.NotContains(t, page, "20 + 70·t")
 }
+
+// The pages are listed once each, in task order.
+func TestTaskPages(t *testing.T) {
+	var ids []string
+	for _, p := range taskPages {
+		ids = append(ids, p.ID)
+		assert.Same(t, p, pageFor(p.ID), "pageFor(%q)", p.ID)
+		assert.NotNil(t, p.Build, "%s has no Build", p.ID)
+	}
+	assert.Equal(t, []string{"task1", "task2", "task3", "task4", "task5", "task6", "task7"}, ids)
+	assert.Nil(t, pageFor("task9"), `pageFor("task9")`)
+}

@@ -13,14 +13,13 @@ import (
 	"ratelab/results"
 )
 
-func init() {
-	registerPage(&taskPage{
-		ID:    "task6",
-		Title: "one limit across many workers: share the bucket",
-		Lead: "The same flood hits four server workers behind one port twice: once with a token bucket in each worker, once with one bucket kept in Redis that all four take from. " +
-			"A limit meant for the service is only a limit if the workers share it.",
-		Build: buildTask6,
-	})
+// task6Page is the page of task 6.
+var task6Page = &taskPage{
+	ID:    "task6",
+	Title: "one limit across many workers: share the bucket",
+	Lead: "The same flood hits four server workers behind one port twice: once with a token bucket in each worker, once with one bucket kept in Redis that all four take from. " +
+		"A limit meant for the service is only a limit if the workers share it.",
+	Build: buildTask6,
 }
 
 func buildTask6(s *site, runs []*results.Run) []block {

@@ -12,16 +12,15 @@ import (
 	"ratelab/results"
 )
 
-func init() {
-	registerPage(&taskPage{
-		ID:    "task5",
-		Title: "a polite client: the whole job at the provider's rate",
-		Lead: "Four strategies run the same job of relevance judgments against a fake LLM API that limits requests and input tokens per minute, each with its own key: " +
-			"naive sends everything at once and gives up on a 429, sleep1 sleeps a second and retries, polite paces itself under both limits, and polite-cached also puts the shared instructions in the prompt cache. " +
-			"Every count here is the API's own.",
-		Draws: func(doc *results.Document) bool { return doc.Judge != nil },
-		Build: buildTask5,
-	})
+// task5Page is the page of task 5.
+var task5Page = &taskPage{
+	ID:    "task5",
+	Title: "a polite client: the whole job at the provider's rate",
+	Lead: "Four strategies run the same job of relevance judgments against a fake LLM API that limits requests and input tokens per minute, each with its own key: " +
+		"naive sends everything at once and gives up on a 429, sleep1 sleeps a second and retries, polite paces itself under both limits, and polite-cached also puts the shared instructions in the prompt cache. " +
+		"Every count here is the API's own.",
+	Draws: func(doc *results.Document) bool { return doc.Judge != nil },
+	Build: buildTask5,
 }
 
 func buildTask5(s *site, _ []*results.Run) []block {

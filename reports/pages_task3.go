@@ -13,14 +13,13 @@ import (
 	"ratelab/results"
 )
 
-func init() {
-	registerPage(&taskPage{
-		ID:    "task3",
-		Title: "who gets the capacity: a token bucket and a keyed limiter",
-		Lead: "Each client has a bucket of b = 20 tokens refilling at r = 70 per second, in front of task 2's shedding. " +
-			"Over any stretch of time T a client can never get more than b + r·T through, and a client over its allowance hears 429 while everyone else is served.",
-		Build: buildTask3,
-	})
+// task3Page is the page of task 3.
+var task3Page = &taskPage{
+	ID:    "task3",
+	Title: "who gets the capacity: a token bucket and a keyed limiter",
+	Lead: "Each client has a bucket of b = 20 tokens refilling at r = 70 per second, in front of task 2's shedding. " +
+		"Over any stretch of time T a client can never get more than b + r·T through, and a client over its allowance hears 429 while everyone else is served.",
+	Build: buildTask3,
 }
 
 func buildTask3(s *site, runs []*results.Run) []block {
