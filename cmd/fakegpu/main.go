@@ -34,7 +34,8 @@ type options struct {
 	statsPort int
 }
 
-// parseFlags reads the command line args (without the program's name).
+// parseFlags reads the command line args (without the program's name). The
+// flag package has already told the user about an error it returns.
 func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("fakegpu", flag.ContinueOnError)
 	o := options{cfg: fakegpu.DefaultConfig()}
@@ -43,13 +44,8 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.reusePort, "reuse-port", false, "listen on --port with SO_REUSEPORT, beside other workers (Linux)")
 	fs.IntVar(&o.listenFD, "listen-fd", 0, "serve on this inherited listening socket instead of --port (several workers share one port this way)")
 	fs.IntVar(&o.statsPort, "stats-port", -1, "also serve this worker alone on 127.0.0.1:PORT (0 picks one), for reading its own /stats")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	if o.cfg.Mode == fakegpu.ModeRedis && o.cfg.Redis == "" {
-		return o, errors.New("mode redis needs --redis URL: the server every worker shares")
-	}
-	return o, nil
+	err := fs.Parse(args)
+	return o, err
 }
 
 func main() {
@@ -58,9 +54,12 @@ func main() {
 		os.Exit(0)
 	}
 	if err != nil {
-		fail(2, err)
+		os.Exit(2) // the flag package said why
 	}
 	cfg, m := o.cfg, o.cfg.Mode
+	if m == fakegpu.ModeRedis && cfg.Redis == "" {
+		fail(2, errors.New("mode redis needs --redis URL: the server every worker shares"))
+	}
 	var opts []fakegpu.Option
 	if m != fakegpu.ModeNone {
 		opts = append(opts, fakegpu.WithAdmission(admission))

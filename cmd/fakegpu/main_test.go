@@ -30,6 +30,6 @@ func TestParseFlagsDefaults(t *testing.T) {
 	o, err := parseFlags(nil)
 	require.NoError(t, err)
 	assert.Equal(t, options{cfg: fakegpu.DefaultConfig(), statsPort: -1}, o)
-	_, err = parseFlags([]string{"--mode", "redis"})
-	assert.ErrorContains(t, err, "needs --redis")
+	_, err = parseFlags([]string{"--mode", "fast"})
+	assert.ErrorContains(t, err, `unknown mode "fast"`)
 }
