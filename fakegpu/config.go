@@ -17,9 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"time"
 
 	"ratelab/model"
+	"ratelab/results"
 )
 
 // Mode says which protection the server applies before a request joins the
@@ -96,6 +98,11 @@ type Config struct {
 	// returns spread out instead of all at once (off by default; the storm
 	// of task 4 measures the difference).
 	SpreadRetryAfter bool
+	// Redis is the URL of the Redis server that keeps the buckets in
+	// ModeRedis, shared by every server process, such as
+	// redis://127.0.0.1:6379. Only cmd/fakegpu reads it, to build its
+	// limiter; a Server is given its Limiter with WithLimiter.
+	Redis string
 }
 
 // DefaultConfig returns the lesson's server: 8 slots of 100 ms, unprotected.
@@ -161,4 +168,53 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Record returns c as a results document records it. The Redis URL keeps
+// no password.
+func (c Config) Record() results.Server {
+	return results.Server{
+		Mode: string(c.Mode), Slots: c.Slots, WorkMS: milliseconds(c.Work),
+		MaxWaiting: c.MaxWaiting, DeadlineMS: milliseconds(c.Deadline),
+		BucketRatePerS: c.BucketRate, BucketBurst: c.BucketBurst,
+		SpreadRetryAfter: c.SpreadRetryAfter, Redis: redactURL(c.Redis),
+	}
+}
+
+// FromRecord returns the configuration a results document recorded in s.
+// ok is false when s is nil or holds only an old document's description
+// of its server, or a mode this version does not know.
+func FromRecord(s *results.Server) (c Config, ok bool) {
+	if !s.Known() {
+		return Config{}, false
+	}
+	m, err := ParseMode(s.Mode)
+	if err != nil {
+		return Config{}, false
+	}
+	return Config{
+		Slots: s.Slots, Work: fromMilliseconds(s.WorkMS), Mode: m,
+		MaxWaiting: s.MaxWaiting, Deadline: fromMilliseconds(s.DeadlineMS),
+		BucketRate: s.BucketRatePerS, BucketBurst: s.BucketBurst,
+		SpreadRetryAfter: s.SpreadRetryAfter, Redis: s.Redis,
+	}, true
+}
+
+func milliseconds(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func fromMilliseconds(ms float64) time.Duration {
+	return time.Duration(math.Round(ms * float64(time.Millisecond)))
+}
+
+// redactURL returns u with its password, if any, replaced by "xxxxx", or
+// "" for a URL that does not parse.
+func redactURL(u string) string {
+	if u == "" {
+		return ""
+	}
+	p, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	return p.Redacted()
 }

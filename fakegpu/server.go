@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"ratelab/results"
 )
 
 // Admission decides the fate of one /generate request in the protected
@@ -32,37 +34,6 @@ func (f AdmissionFunc) Admit(w http.ResponseWriter, r *http.Request, job *Job) {
 // how long until n tokens would be there.
 type Limiter interface {
 	TryTake(key string, n float64) (ok bool, wait time.Duration)
-}
-
-// Stats are the server's own observations, as GET /stats reports them. All
-// counts start at zero when the server is created.
-type Stats struct {
-	// Received counts /generate requests that reached the handler.
-	Received int64 `json:"received"`
-	// Finished counts requests whose work was completed, including dead ones.
-	Finished int64 `json:"finished"`
-	// Waiting is how many requests wait for a slot right now.
-	Waiting int64 `json:"waiting"`
-	// MaxWaiting is the longest the line has been.
-	MaxWaiting int64 `json:"max_waiting"`
-	// InFlight is how many slots are held right now.
-	InFlight int64 `json:"in_flight"`
-	// Shed counts 503 answers given without ever taking a slot.
-	Shed int64 `json:"shed"`
-	// Limited counts 429 answers.
-	Limited int64 `json:"limited"`
-	// Expired counts 503 answers given after taking a slot, because the
-	// request waited past the deadline.
-	Expired int64 `json:"expired"`
-	// Dead counts work completed after its client had already gone: GPU time
-	// spent on answers nobody receives.
-	Dead int64 `json:"dead"`
-	// Leaked counts requests whose handler returned still holding a slot.
-	// A leaked slot is lost for good; a correct server keeps this at 0.
-	Leaked int64 `json:"leaked"`
-	// FailOpen counts limiter decisions made locally because the shared
-	// store (Redis) did not answer: the limiter failed open (task 6).
-	FailOpen int64 `json:"fail_open,omitempty"`
 }
 
 // Server is the fake GPU. Create it with New; it is an http.Handler.
@@ -134,8 +105,8 @@ func (s *Server) Close() {
 var ErrClosed = errors.New("fakegpu: server closed")
 
 // Stats returns a snapshot of the server's counters.
-func (s *Server) Stats() Stats {
-	return Stats{
+func (s *Server) Stats() results.ServerStats {
+	return results.ServerStats{
 		Received:   s.received.Load(),
 		Finished:   s.finished.Load(),
 		Waiting:    s.waiting.Load(),

@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"ratelab/results"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -81,7 +83,7 @@ func TestUnprotectedSlotsAndWork(t *testing.T) {
 		// 20 requests on 8 slots of 100 ms: three rounds.
 		assert.Equal(t, 300*time.Millisecond, time.Since(start), "time to serve 20 requests")
 		st = s.Stats()
-		assert.Equal(t, Stats{Received: 20, Finished: 20, MaxWaiting: 12}, st)
+		assert.Equal(t, results.ServerStats{Received: 20, Finished: 20, MaxWaiting: 12}, st)
 	})
 }
 
@@ -112,24 +114,24 @@ func TestProtectedCounting(t *testing.T) {
 	tests := []struct {
 		name  string
 		admit AdmissionFunc
-		want  Stats
+		want  results.ServerStats
 	}{
 		{"shed before a slot", func(w http.ResponseWriter, _ *http.Request, _ *Job) {
 			w.WriteHeader(http.StatusServiceUnavailable)
-		}, Stats{Received: 1, Shed: 1}},
+		}, results.ServerStats{Received: 1, Shed: 1}},
 		{"expired after a slot", func(w http.ResponseWriter, r *http.Request, j *Job) {
 			_ = j.Acquire(r.Context())
 			j.Release()
 			w.WriteHeader(http.StatusServiceUnavailable)
-		}, Stats{Received: 1, Expired: 1}},
+		}, results.ServerStats{Received: 1, Expired: 1}},
 		{"limited", func(w http.ResponseWriter, _ *http.Request, _ *Job) {
 			w.WriteHeader(http.StatusTooManyRequests)
-		}, Stats{Received: 1, Limited: 1}},
+		}, results.ServerStats{Received: 1, Limited: 1}},
 		{"leaked slot", func(w http.ResponseWriter, r *http.Request, j *Job) {
 			_ = j.Acquire(r.Context())
 			j.Work()
 			WriteOK(w)
-		}, Stats{Received: 1, Finished: 1, InFlight: 1, Leaked: 1}},
+		}, results.ServerStats{Received: 1, Finished: 1, InFlight: 1, Leaked: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

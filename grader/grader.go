@@ -169,7 +169,7 @@ func (g *grading) flood(ctx context.Context, cfg fakegpu.Config, opts harness.Op
 	g.logf("  flooding %s: %g req/s for %s, client timeout %s ...", opts.Name, opts.Rate, opts.Duration, opts.Timeout)
 	run, err := harness.Flood(ctx, opts)
 	if run != nil {
-		run.Server = fmt.Sprintf("%s, %d slots x %s", cfg.Mode, cfg.Slots, cfg.Work)
+		run.Server = record(cfg)
 		g.doc.Runs = append(g.doc.Runs, run)
 		g.logf("    sent %d, ok %d, p99 %.0f ms, still waiting %d, dead %d",
 			run.Issued, run.OK, run.P99MS, run.ServerAfterFlood.Waiting, run.ServerFinal.Dead)
@@ -178,6 +178,12 @@ func (g *grading) flood(ctx context.Context, cfg fakegpu.Config, opts harness.Op
 		}
 	}
 	return run, err
+}
+
+// record returns cfg as a run records its server.
+func record(cfg fakegpu.Config) *results.Server {
+	r := cfg.Record()
+	return &r
 }
 
 // progress adapts Options.Progress to one flood's harness callback.

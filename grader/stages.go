@@ -7,6 +7,7 @@ import (
 	"path"
 	"strings"
 
+	"ratelab/fakegpu"
 	"ratelab/harness"
 	"ratelab/results"
 )
@@ -153,9 +154,11 @@ func (g *grading) server(ctx context.Context) (string, error) {
 	return buildServer(ctx, g.opts.Root, g.tmp, tags, overlay)
 }
 
-// floodChild starts a fresh server from bin with args, floods it with each
-// of opts at once (one flood per client), stops it and records the runs.
-func (g *grading) floodChild(ctx context.Context, bin string, args []string, opts ...harness.Options) ([]*results.Run, error) {
+// floodChild starts a fresh server from bin configured as cfg, floods it
+// with each of opts at once (one flood per client), stops it and records
+// the runs.
+func (g *grading) floodChild(ctx context.Context, bin string, cfg fakegpu.Config, opts ...harness.Options) ([]*results.Run, error) {
+	args := cfg.Args()
 	c, err := startServer(ctx, bin, append([]string{"--port", "0"}, args...)...)
 	if err != nil {
 		return nil, err
@@ -186,7 +189,7 @@ func (g *grading) floodChild(ctx context.Context, bin string, args []string, opt
 		if run == nil {
 			continue
 		}
-		run.Server = strings.Join(args, " ")
+		run.Server = record(cfg)
 		if ferr == nil {
 			run.ServerFinal = final
 		}

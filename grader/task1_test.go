@@ -18,8 +18,8 @@ func measuredTask1() []*results.Run {
 		return &results.Run{
 			Name: name, OfferedRPS: rate, DurationS: 10, TimeoutS: timeout,
 			Expected: issued, Issued: issued, OK: ok, GoodputRPS: float64(ok) / 10, P99MS: p99, Reliable: true,
-			ServerAfterFlood: fakegpu.Stats{Waiting: waiting},
-			ServerFinal:      fakegpu.Stats{Dead: dead},
+			ServerAfterFlood: results.ServerStats{Waiting: waiting},
+			ServerFinal:      results.ServerStats{Dead: dead},
 		}
 	}
 	runs := []*results.Run{

@@ -51,6 +51,10 @@ const (
 	task2DeadlineGoodput = 0.90
 )
 
+// task2LongLine is the line of Break It 3: bounded, but 2000 / 80 = 25 s
+// of work long.
+const task2LongLine = 2000
+
 // task2Shed are the shedding rows of the lesson's Measure table.
 var task2Shed = []float64{240, 480}
 
@@ -97,7 +101,7 @@ func floodTask2(ctx context.Context, g *grading, bin string) error {
 	cfg.Mode = fakegpu.ModeShed
 	d := g.floodDuration(task2Duration)
 	for _, rate := range task2Shed {
-		runs, err := g.floodChild(ctx, bin, []string{"--mode", "shed"}, harness.Options{
+		runs, err := g.floodChild(ctx, bin, cfg, harness.Options{
 			Name: fmt.Sprintf("shed %g/s", rate), Rate: rate, Duration: d, Timeout: task2Timeout,
 		})
 		if err != nil {
@@ -110,13 +114,16 @@ func floodTask2(ctx context.Context, g *grading, bin string) error {
 	}
 
 	// Break It 3: a line of 2000 is bounded, but 25 s long.
-	off, err := g.floodChild(ctx, bin, []string{"--mode", "shed", "--max-waiting", "2000", "--deadline", "0"}, harness.Options{
+	long, noDeadline := cfg, cfg
+	long.MaxWaiting = task2LongLine
+	noDeadline.MaxWaiting, noDeadline.Deadline = task2LongLine, 0
+	off, err := g.floodChild(ctx, bin, noDeadline, harness.Options{
 		Name: "240/s, line 2000, no deadline", Rate: 240, Duration: d, Timeout: task2Timeout,
 	})
 	if err != nil {
 		return fmt.Errorf("flood Break It 3 without deadline: %w", err)
 	}
-	on, err := g.floodChild(ctx, bin, []string{"--mode", "shed", "--max-waiting", "2000"}, harness.Options{
+	on, err := g.floodChild(ctx, bin, long, harness.Options{
 		Name: "240/s, line 2000, deadline 800 ms", Rate: 240, Duration: d, Timeout: task2Timeout,
 	})
 	if err != nil {
@@ -143,7 +150,7 @@ func predictTask2Shed(run *results.Run, cfg fakegpu.Config) error {
 // deadline.
 func predictTask2BreakIt3(off, on *results.Run, cfg fakegpu.Config) error {
 	long := cfg
-	long.MaxWaiting, long.Deadline = 2000, 0
+	long.MaxWaiting, long.Deadline = task2LongLine, 0
 	okOff, _, err := simOne(long, off.OfferedRPS, seconds(off.DurationS), seconds(off.TimeoutS))
 	if err != nil {
 		return err

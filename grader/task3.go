@@ -80,7 +80,7 @@ func floodTask3(ctx context.Context, g *grading, bin string) error {
 	cfg.Mode = fakegpu.ModeBucket
 	d := g.floodDuration(task3Duration)
 	for _, rate := range task3Rates {
-		runs, err := g.floodChild(ctx, bin, []string{"--mode", "bucket"}, harness.Options{
+		runs, err := g.floodChild(ctx, bin, cfg, harness.Options{
 			Name: fmt.Sprintf("bucket %g/s", rate), Rate: rate, Duration: d, Timeout: task3Timeout,
 			Header: clientHeader("flood"),
 		})
@@ -94,7 +94,7 @@ func floodTask3(ctx context.Context, g *grading, bin string) error {
 		runs[0].Predicted = map[string]float64{"ok": float64(ok), "ok_bound": task3Bound(cfg, d)}
 		checkTask3Bucket(g, runs[0])
 	}
-	runs, err := g.floodChild(ctx, bin, []string{"--mode", "bucket"},
+	runs, err := g.floodChild(ctx, bin, cfg,
 		harness.Options{Name: "backfill 240/s", Rate: 240, Duration: d, Timeout: task3Timeout, Header: clientHeader("backfill")},
 		harness.Options{Name: "interactive 10/s", Rate: 10, Duration: d, Timeout: task3Timeout, Header: clientHeader("interactive")},
 	)

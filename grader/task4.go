@@ -152,11 +152,9 @@ func stormTask4(ctx context.Context, g *grading, stormBin, serverBin string) err
 	ideal := float64(task4Clients) * cfg.Work.Seconds() / float64(cfg.Slots)
 	storms := make([]*results.Storm, len(task4Storms))
 	for i, row := range task4Storms {
-		args := []string{"--mode", "shed"}
-		if row.honor {
-			args = append(args, "--spread-retry-after")
-		}
-		c, err := startServer(ctx, serverBin, append([]string{"--port", "0"}, args...)...)
+		server := shedConfig()
+		server.SpreadRetryAfter = row.honor
+		c, err := startServer(ctx, serverBin, append([]string{"--port", "0"}, server.Args()...)...)
 		if err != nil {
 			return err
 		}
@@ -166,7 +164,7 @@ func stormTask4(ctx context.Context, g *grading, stormBin, serverBin string) err
 			"--tries", fmt.Sprint(task4Tries), "--base", task4Base.String(), "--cap", task4Cap.String(),
 			fmt.Sprintf("--jitter=%t", row.jitter), fmt.Sprintf("--honor-retry-after=%t", row.honor))
 		if err == nil {
-			var stats fakegpu.Stats
+			var stats results.ServerStats
 			if stats, err = harness.HTTPStats(c.URL)(ctx); err == nil {
 				st.ServerReceived = stats.Received
 			}
@@ -176,7 +174,7 @@ func stormTask4(ctx context.Context, g *grading, stormBin, serverBin string) err
 			return fmt.Errorf("%s: %w", row.name, err)
 		}
 		st.IdealS = ideal
-		st.Server = strings.Join(args, " ")
+		st.Server = record(server)
 		storms[i] = st
 		g.doc.Storms = append(g.doc.Storms, st)
 		g.logf("    attempts %d (server counted %d), last done %.1f s (ideal %.1f s), succeeded %d of %d, peak/mean %.1f",
@@ -212,7 +210,8 @@ func amplifyTask4(ctx context.Context, g *grading, stormBin string) (naive, budg
 	}
 	out := make([]*results.Storm, len(rows))
 	for i, row := range rows {
-		srv, err := fakegpu.New(fakegpu.DefaultConfig())
+		cfg := fakegpu.DefaultConfig()
+		srv, err := fakegpu.New(cfg)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -227,7 +226,7 @@ func amplifyTask4(ctx context.Context, g *grading, stormBin string) (naive, budg
 			in.Close()
 			return nil, nil, fmt.Errorf("%s: %w", row.name, err)
 		}
-		st.Server = "none"
+		st.Server = record(cfg)
 		st.ServerReceived = srv.Stats().Received
 		in.Close()
 		out[i] = st

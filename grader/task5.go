@@ -2,11 +2,9 @@ package grader
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
-	"ratelab/provider"
 	"ratelab/results"
 )
 
@@ -64,16 +62,12 @@ func gradeTask5(ctx context.Context, g *grading) error {
 
 func judgeTask5(ctx context.Context, g *grading, bin string) error {
 	g.logf("  judge: 2,000 relevance judgments of about 3,000 tokens, four strategies, against the fake API (about a minute) ...")
-	var rep provider.JudgeReport
+	var rep results.JudgeReport
 	if err := RunJSON(ctx, task5Limit, &rep, bin, "--in-process", "--strategy", "all"); err != nil {
 		return err
 	}
-	raw, err := json.Marshal(rep)
-	if err != nil {
-		return err
-	}
-	g.doc.Judge = raw
-	by := map[string]provider.StrategyResult{}
+	g.doc.Judge = &rep
+	by := map[string]results.JudgeStrategy{}
 	for _, s := range rep.Strategies {
 		by[s.Name] = s
 		g.logf("    %-13s completed %4d of %d, 429s %5d of %5d attempts, %5.1f s (minimum %.1f s, %.2f×)%s",
@@ -90,9 +84,9 @@ func errSuffix(e string) string {
 	return ": " + e
 }
 
-func checkTask5(g *grading, by map[string]provider.StrategyResult) {
+func checkTask5(g *grading, by map[string]results.JudgeStrategy) {
 	polite, cached, naive := by["polite"], by["polite-cached"], by["naive"]
-	done := func(s provider.StrategyResult) bool {
+	done := func(s results.JudgeStrategy) bool {
 		return s.N > 0 && s.Completed == int64(s.N) && !s.TimedOut && s.Error == ""
 	}
 	g.check(results.Check{

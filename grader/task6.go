@@ -64,10 +64,10 @@ func gradeTask6(ctx context.Context, g *grading) error {
 	return nil
 }
 
-// floodWorkers floods task6Workers fresh workers started with args, and
+// floodWorkers floods task6Workers fresh workers configured as cfg, and
 // records the run with the workers' stats summed.
-func (g *grading) floodWorkers(ctx context.Context, bin string, o harness.Options, args ...string) (*results.Run, error) {
-	w, err := StartWorkers(ctx, bin, task6Workers, 0, args...)
+func (g *grading) floodWorkers(ctx context.Context, bin string, cfg fakegpu.Config, o harness.Options) (*results.Run, error) {
+	w, err := StartWorkers(ctx, bin, task6Workers, 0, cfg.Args()...)
 	if err != nil {
 		return nil, err
 	}
@@ -84,8 +84,8 @@ func (g *grading) floodWorkers(ctx context.Context, bin string, o harness.Option
 	// is the server's, so sends up to 50 ms late change the counts by at
 	// most a token or two; 50 ms is allowed instead of the usual 5 ms.
 	o.MaxSendLag = task6MaxSendLag
-	o.Stats = func(ctx context.Context) (fakegpu.Stats, error) {
-		var sum fakegpu.Stats
+	o.Stats = func(ctx context.Context) (results.ServerStats, error) {
+		var sum results.ServerStats
 		for _, f := range each {
 			st, err := f(ctx)
 			if err != nil {
@@ -106,7 +106,7 @@ func (g *grading) floodWorkers(ctx context.Context, bin string, o harness.Option
 		return sum, nil
 	}
 	o.Progress = g.progress(o)
-	g.logf("  flooding %s: %g req/s for %s against %d workers (%v) ...", o.Name, o.Rate, o.Duration, task6Workers, args)
+	g.logf("  flooding %s: %g req/s for %s against %d workers (mode %s) ...", o.Name, o.Rate, o.Duration, task6Workers, cfg.Mode)
 	run, err := harness.Flood(ctx, o)
 	if run != nil {
 		for _, f := range each {
@@ -114,7 +114,8 @@ func (g *grading) floodWorkers(ctx context.Context, bin string, o harness.Option
 				run.Workers = append(run.Workers, st)
 			}
 		}
-		run.Server = fmt.Sprintf("%d workers: %v", task6Workers, args)
+		run.Server = record(cfg)
+		run.Server.Workers = task6Workers
 		if p := w.Panics(); p != "" {
 			run.Warnings = append(run.Warnings, "a worker logged: "+p)
 		}
@@ -138,24 +139,34 @@ func floodTask6(ctx context.Context, g *grading, bin string) error {
 	}
 	g.doc.Notes = append(g.doc.Notes, "task 6 used "+desc)
 	g.logf("  redis: %s", desc)
-	cfg := fakegpu.DefaultConfig()
+	local := fakegpu.DefaultConfig()
+	local.Mode = fakegpu.ModeBucket
+	shared := local
+	shared.Mode, shared.Redis = fakegpu.ModeRedis, url
 	d := g.floodDuration(task6Duration)
-	bound := task3Bound(cfg, d)
+	bound := task3Bound(local, d)
 	// A fresh client key per run, so a real Redis holds no bucket from an
 	// earlier one.
 	id := fmt.Sprintf("task6-%d", time.Now().UnixNano())
-	local, err := g.floodWorkers(ctx, bin, harness.Options{
+	localRun, err := g.floodWorkers(ctx, bin, local, harness.Options{
 		Name: "4 workers, a limiter each", Rate: task6Rate, Duration: d, Header: clientHeader(id + "-local"),
-	}, "--mode", "bucket")
+	})
 	if err != nil {
 		return err
 	}
-	shared, err := g.floodWorkers(ctx, bin, harness.Options{
+	sharedRun, err := g.floodWorkers(ctx, bin, shared, harness.Options{
 		Name: "4 workers, one bucket in Redis", Rate: task6Rate, Duration: d, Header: clientHeader(id + "-redis"),
-	}, "--mode", "redis", "--redis", url)
+	})
 	if err != nil {
 		return err
 	}
+	checkTask6(g, localRun, sharedRun, bound, d)
+	return nil
+}
+
+// checkTask6 judges the workers with a limiter each (local) and with one
+// bucket in Redis (shared) against the bound of one bucket over d.
+func checkTask6(g *grading, local, shared *results.Run, bound float64, d time.Duration) {
 	if n := shared.ServerFinal.FailOpen; n > 0 {
 		// The bound holds only while Redis decides; a limiter that failed
 		// open answered from each worker's local bucket, by design.
@@ -180,5 +191,4 @@ func floodTask6(ctx context.Context, g *grading, bin string) error {
 		Message:  fmt.Sprintf("%d succeeded; want ≥ %.0f (%.0f%% of the bound): a script that refills too slowly or never refills would starve the client", shared.OK, task6ShareMin*bound, 100*task6ShareMin),
 		Measured: map[string]float64{"ok": float64(shared.OK)}, Expected: map[string]float64{"ok_min": task6ShareMin * bound},
 	}, float64(shared.OK) >= task6ShareMin*bound, shared)
-	return nil
 }

@@ -106,7 +106,6 @@ func scenarioTask7(ctx context.Context, g *grading, bin string) error {
 		}
 		g.doc.Scenarios = append(g.doc.Scenarios, sc)
 		g.doc.Runs = append(g.doc.Runs, sc.Run)
-		sc.Run.Server = "service " + sc.Name
 		g.logf("    in flight at most %d, heap at most %.0f MB, calls to the dead dependency %d, recovered after %.2f s",
 			sc.InFlightMax, sc.HeapMaxMB, sc.DependencyCallsDead, sc.RecoveredS)
 		out[i] = sc

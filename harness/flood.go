@@ -24,7 +24,6 @@ import (
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"ratelab/fakegpu"
 	"ratelab/results"
 )
 
@@ -59,7 +58,7 @@ const (
 )
 
 // StatsFunc reads the flooded server's stats.
-type StatsFunc func(ctx context.Context) (fakegpu.Stats, error)
+type StatsFunc func(ctx context.Context) (results.ServerStats, error)
 
 // Options describes one flood. Zero fields take the defaults above.
 type Options struct {

@@ -18,8 +18,8 @@ import (
 func HTTPStats(baseURL string) StatsFunc {
 	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	u := strings.TrimSuffix(baseURL, "/") + "/stats"
-	return func(ctx context.Context) (fakegpu.Stats, error) {
-		var s fakegpu.Stats
+	return func(ctx context.Context) (results.ServerStats, error) {
+		var s results.ServerStats
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if err != nil {
 			return s, err
@@ -41,7 +41,7 @@ func HTTPStats(baseURL string) StatsFunc {
 
 // ServerStats returns a StatsFunc that reads an in-process server directly.
 func ServerStats(s *fakegpu.Server) StatsFunc {
-	return func(context.Context) (fakegpu.Stats, error) { return s.Stats(), nil }
+	return func(context.Context) (results.ServerStats, error) { return s.Stats(), nil }
 }
 
 // sampler reads the server's stats at a fixed interval in the background.

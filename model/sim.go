@@ -112,7 +112,7 @@ type SimRequest struct {
 	Attempts int
 }
 
-// SimStats are the server's counts, named as fakegpu.Stats.
+// SimStats are the server's counts, named as results.ServerStats.
 type SimStats struct {
 	Received   int // attempts that reached the server
 	Finished   int // work completed, dead included

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"ratelab/results"
 )
 
 // Defaults of a Config. The limits have the shape of Anthropic's (requests,
@@ -128,23 +130,9 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Limits are a Config's rate limits as /stats reports them.
-type Limits struct {
-	RequestsPerMinute     float64 `json:"requests_per_minute"`
-	InputTokensPerMinute  float64 `json:"input_tokens_per_minute"`
-	OutputTokensPerMinute float64 `json:"output_tokens_per_minute"`
-	// BurstMS is Config.Burst in milliseconds.
-	BurstMS float64 `json:"burst_ms"`
-	// RequestBurst, InputTokenBurst and OutputTokenBurst are what each
-	// bucket holds when full.
-	RequestBurst     float64 `json:"request_burst"`
-	InputTokenBurst  float64 `json:"input_token_burst"`
-	OutputTokenBurst float64 `json:"output_token_burst"`
-}
-
 // Limits returns c's rate limits.
-func (c Config) Limits() Limits {
-	return Limits{
+func (c Config) Limits() results.APILimits {
+	return results.APILimits{
 		RequestsPerMinute:     c.RequestsPerMinute,
 		InputTokensPerMinute:  c.InputTokensPerMinute,
 		OutputTokensPerMinute: c.OutputTokensPerMinute,

@@ -14,6 +14,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"ratelab/results"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -231,7 +233,7 @@ func TestRequestBucket(t *testing.T) {
 		}
 		assert.Equal(t, 429, post(s, "k", "/v1/messages", p).Code, "and no more")
 		st := s.KeyStats("k")
-		assert.Equal(t, KeyStats{Requests: 8, Completed: 5, RateLimited: 3, LimitedByRequests: 3, MaxInFlight: 1,
+		assert.Equal(t, results.APIKeyStats{Requests: 8, Completed: 5, RateLimited: 3, LimitedByRequests: 3, MaxInFlight: 1,
 			InputTokens: 5, OutputTokens: st.OutputTokens}, st)
 	})
 }

@@ -11,61 +11,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"ratelab/results"
 )
-
-// KeyStats is what one API key did, as the server saw it. Counts start at
-// zero when the key is first used.
-type KeyStats struct {
-	// Requests counts POST /v1/messages with this key, whatever the answer.
-	Requests int64 `json:"requests"`
-	// Completed counts 200 answers: replies delivered.
-	Completed int64 `json:"completed"`
-	// RateLimited counts 429 rate_limit_error answers from a bucket (not
-	// the spend limit), each with a retry-after.
-	RateLimited int64 `json:"rate_limited"`
-	// LimitedByRequests, LimitedByInputTokens and LimitedByOutputTokens
-	// count the 429s that bucket refused; one 429 may count under several.
-	LimitedByRequests     int64 `json:"limited_by_requests"`
-	LimitedByInputTokens  int64 `json:"limited_by_input_tokens"`
-	LimitedByOutputTokens int64 `json:"limited_by_output_tokens"`
-	// SpendLimited counts spend-limit 429s.
-	SpendLimited int64 `json:"spend_limited"`
-	// Overloaded counts 529 overloaded_error answers.
-	Overloaded int64 `json:"overloaded"`
-	// Invalid counts 400 (and 413) answers.
-	Invalid int64 `json:"invalid"`
-	// Cancelled counts admitted requests whose client left before the reply.
-	Cancelled int64 `json:"cancelled"`
-	// InFlight is how many admitted requests are being answered now, and
-	// MaxInFlight the most there ever were at once.
-	InFlight    int64 `json:"in_flight"`
-	MaxInFlight int64 `json:"max_in_flight"`
-	// InputTokens, CacheCreationInputTokens and CacheReadInputTokens sum the
-	// usage of every admitted request. The input-token limit was charged
-	// InputTokens + CacheCreationInputTokens.
-	InputTokens              int64 `json:"input_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-	// OutputTokens sums the output tokens generated, cancelled replies
-	// included.
-	OutputTokens int64 `json:"output_tokens"`
-	// CountTokensCalls counts POST /v1/messages/count_tokens, which no limit
-	// applies to.
-	CountTokensCalls int64 `json:"count_tokens_calls"`
-}
-
-// TooManyRequests returns every 429 the key got: rate limits and the spend
-// limit.
-func (k KeyStats) TooManyRequests() int64 { return k.RateLimited + k.SpendLimited }
-
-// UncachedInputTokens returns what the input-token limit was charged.
-func (k KeyStats) UncachedInputTokens() int64 { return k.InputTokens + k.CacheCreationInputTokens }
 
 // Stats is the body of GET /stats: the limits, and what each key did.
 // GET /stats?key=K reports only key K.
 type Stats struct {
-	Limits Limits              `json:"limits"`
-	Keys   map[string]KeyStats `json:"keys"`
+	Limits results.APILimits              `json:"limits"`
+	Keys   map[string]results.APIKeyStats `json:"keys"`
 }
 
 // Server is the fake API. Create it with New; it is an http.Handler and is
@@ -125,7 +79,7 @@ func (s *Server) Stats() Stats {
 		accounts[k] = a
 	}
 	s.mu.Unlock()
-	st := Stats{Limits: s.cfg.Limits(), Keys: make(map[string]KeyStats, len(accounts))}
+	st := Stats{Limits: s.cfg.Limits(), Keys: make(map[string]results.APIKeyStats, len(accounts))}
 	for k, a := range accounts {
 		a.mu.Lock()
 		st.Keys[k] = a.stats
@@ -135,12 +89,12 @@ func (s *Server) Stats() Stats {
 }
 
 // KeyStats returns what key did; a key never used has all zeros.
-func (s *Server) KeyStats(key string) KeyStats {
+func (s *Server) KeyStats(key string) results.APIKeyStats {
 	s.mu.Lock()
 	a := s.keys[key]
 	s.mu.Unlock()
 	if a == nil {
-		return KeyStats{}
+		return results.APIKeyStats{}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -153,7 +107,7 @@ type account struct {
 	requests, input, output   bucket
 	cache                     map[string]time.Time // prefix key → when it expires
 	admitted                  int                  // requests admitted, for the spend limit
-	stats                     KeyStats
+	stats                     results.APIKeyStats
 	requestsPM, inPM, outPM   float64 // the limits per minute, for the headers
 	cacheMin                  int
 	cacheTTL                  time.Duration
@@ -514,7 +468,7 @@ func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 	st := s.Stats()
 	if key := r.URL.Query().Get("key"); key != "" {
-		st.Keys = map[string]KeyStats{key: st.Keys[key]}
+		st.Keys = map[string]results.APIKeyStats{key: st.Keys[key]}
 	}
 	writeJSON(w, http.StatusOK, st)
 }

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/csv"
 	"encoding/hex"
@@ -100,7 +101,7 @@ func loadCohort(args []string, key []byte) (*Cohort, error) {
 				c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: "duplicate: the same bytes as " + first})
 				continue
 			}
-			doc, err := parseDocument(b)
+			doc, err := results.Decode(bytes.NewReader(b))
 			if err != nil {
 				c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: err.Error()})
 				continue
@@ -253,7 +254,7 @@ func (c *Cohort) WriteRunsCSV(w io.Writer) error {
 			if r.DrainedS >= 0 {
 				drained = fnum(r.DrainedS)
 			}
-			cw.Write(append(slices.Clone(head), taskOf[r], "flood", r.Name, r.Server,
+			cw.Write(append(slices.Clone(head), taskOf[r], "flood", r.Name, describeServer(r.Server),
 				fnum(r.OfferedRPS), fnum(r.DurationS), fnum(r.TimeoutS), inum(r.Issued), inum(r.OK), fnum(r.GoodputRPS),
 				fnum(r.P50MS), fnum(r.P99MS), fnum(r.MaxMS),
 				inum(r.Counts[results.OutcomeTooMany]), inum(r.Counts[results.OutcomeUnavailable]), inum(r.Counts[results.OutcomeTimeout]), inum(r.Counts[results.OutcomeOther]),
@@ -268,7 +269,7 @@ func (c *Cohort) WriteRunsCSV(w io.Writer) error {
 			if _, ok := taskNumber(task); !ok {
 				task = ""
 			}
-			cw.Write(append(slices.Clone(head), task, orDefault(st.Kind, "storm"), st.Name, st.Server,
+			cw.Write(append(slices.Clone(head), task, orDefault(st.Kind, "storm"), st.Name, describeServer(st.Server),
 				optFloat(st.OfferedRPS), optFloat(st.DurationS), "", strconv.Itoa(st.Clients), "", "",
 				"", "", "", "", "", "", "", "", "", "", "", "", "",
 				inum(st.Attempts), inum(st.Succeeded), inum(st.Failed), fnum(st.LastDoneS)))

@@ -136,7 +136,7 @@ func readTestDoc(t *testing.T, name string) *results.Document {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(cohortDir, name, "results.json"))
 	require.NoError(t, err)
-	doc, err := parseDocument(b)
+	doc, err := results.Decode(bytes.NewReader(b))
 	require.NoError(t, err)
 	return doc
 }
@@ -301,25 +301,6 @@ func TestWriteCohort(t *testing.T) {
 	assert.Contains(t, string(files["index.html"]), "No document could be read")
 	assert.True(t, strings.Contains(string(files["skipped.csv"]), "x/results.json,empty file"))
 }
-
-func TestReadDocument(t *testing.T) {
-	for _, tt := range []struct{ in, want string }{
-		{``, "empty file"},
-		{`{"schema": "ratelab.results/v1", "runs": [`, "truncated JSON"},
-		{`{"schema": "ratelab.results/v1"} trailing`, "malformed JSON"},
-		{`{"task": "task1"}`, `no "schema" field`},
-		{`{"schema": "ratelab.results/v2"}`, `schema "ratelab.results/v2", want "ratelab.results/v1"`},
-		{`{"schema": "ratelab.results/v1", "score": "ten"}`, `field "score" holds a JSON string`},
-		{`"hello"`, "not a JSON object but a JSON string"},
-	} {
-		_, err := ReadDocument(strings.NewReader(tt.in))
-		assert.ErrorContains(t, err, tt.want, "ReadDocument(%q)", tt.in)
-	}
-	doc, err := ReadDocument(strings.NewReader(`{"schema": "ratelab.results/v1", "task": "task1"}`))
-	require.NoError(t, err)
-	assert.Equal(t, results.Schema, doc.Schema)
-}
-
 // A document whose own status or score disagrees with its checks is listed
 // as inconsistent and counted nowhere: not as a pass, not in any statistic.
 func TestCohortInconsistentDocuments(t *testing.T) {

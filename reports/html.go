@@ -46,7 +46,7 @@ func renderHTML(doc *results.Document) (map[string][]byte, error) {
 	}
 	s := newSite(doc)
 	for _, id := range s.tasks {
-		p := pageRegistry[id]
+		p := pageFor(id)
 		if p == nil || len(s.runs[id]) == 0 && len(s.checks(id)) == 0 {
 			continue
 		}
@@ -107,18 +107,14 @@ func writeFileAtomic(path string, b []byte) error {
 	return nil
 }
 
-// taskPage describes the HTML page of one task. Pages are registered by
-// task id (registerPage, from an init function); a new task gets its page by
-// registering one more. Tasks without a page still get their checks on the
-// index.
+// taskPage describes the HTML page of one task. The pages are listed in
+// taskPages; a new task gets its page by adding one more. Tasks without a
+// page still get their checks on the index.
 type taskPage struct {
 	ID    string
 	Title string
 	// Lead is the paragraph under the title: what the task shows.
 	Lead string
-	// Modes are the server modes of this task's floods, to place runs that
-	// no check names (such as task 3's backfill).
-	Modes []fakegpu.Mode
 	// Build returns the page's sections for the task's runs.
 	Build func(s *site, runs []*results.Run) []block
 	// Draws, if set, says whether the document holds something besides
@@ -127,9 +123,18 @@ type taskPage struct {
 	Draws func(doc *results.Document) bool
 }
 
-var pageRegistry = map[string]*taskPage{}
+// taskPages are the task pages, in task order.
+var taskPages = []*taskPage{task1Page, task2Page, task3Page, task4Page, task5Page, task6Page, task7Page}
 
-func registerPage(p *taskPage) { pageRegistry[p.ID] = p }
+// pageFor returns the page of task id, or nil if it has none.
+func pageFor(id string) *taskPage {
+	for _, p := range taskPages {
+		if p.ID == id {
+			return p
+		}
+	}
+	return nil
+}
 
 // site is one document on its way to pages.
 type site struct {
@@ -149,38 +154,22 @@ func newSite(doc *results.Document) *site {
 			s.tasks = append(s.tasks, id)
 		}
 	}
-	byRun := map[string]string{}
 	for _, c := range doc.Checks {
 		add(c.Task)
 		s.byTask[c.Task] = append(s.byTask[c.Task], c)
-		if c.Run != "" && byRun[c.Run] == "" {
-			byRun[c.Run] = c.Task
-		}
 	}
-	single := ""
 	if _, ok := taskNumber(doc.Task); ok {
-		single = doc.Task
-		add(single)
+		add(doc.Task)
 	}
+	// A run is on the page of the task that ran it. A run without a task
+	// (from a document written before runs recorded theirs) is only in
+	// the index's table of floods.
 	for _, r := range doc.Runs {
-		if r == nil {
+		if r == nil || r.Task == "" {
 			continue
 		}
-		id := r.Task
-		if id == "" {
-			id = byRun[r.Name]
-		}
-		if id == "" {
-			id = single
-		}
-		if id == "" {
-			id = taskForMode(serverConfig(r.Server).Mode)
-		}
-		if id == "" {
-			continue
-		}
-		add(id)
-		s.runs[id] = append(s.runs[id], r)
+		add(r.Task)
+		s.runs[r.Task] = append(s.runs[r.Task], r)
 	}
 	slices.SortStableFunc(s.tasks, compareTasks)
 	return s
@@ -188,21 +177,6 @@ func newSite(doc *results.Document) *site {
 
 // checks returns the checks of task id.
 func (s *site) checks(id string) []results.Check { return s.byTask[id] }
-
-// taskForMode returns the task whose page shows floods of mode m, or "".
-func taskForMode(m fakegpu.Mode) string {
-	ids := make([]string, 0, len(pageRegistry))
-	for id := range pageRegistry {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, compareTasks)
-	for _, id := range ids {
-		if slices.Contains(pageRegistry[id].Modes, m) {
-			return id
-		}
-	}
-	return ""
-}
 
 // taskNumber reads the number of a task id such as "task12".
 func taskNumber(id string) (int, bool) {
@@ -225,53 +199,39 @@ func compareTasks(a, b string) int {
 	return strings.Compare(a, b)
 }
 
-// serverConfig reads a run's server description: "none, 8 slots x 100ms"
-// for the in-process server, or the child's flags ("--mode shed
-// --max-waiting 2000 --deadline 0"). What it does not say is the default.
-func serverConfig(server string) fakegpu.Config {
-	cfg := fakegpu.DefaultConfig()
-	if m, _, ok := strings.Cut(server, ","); ok {
-		if mode, err := fakegpu.ParseMode(strings.TrimSpace(m)); err == nil {
-			cfg.Mode = mode
+// describeServer says in a few words how a server protects itself, from
+// its recorded settings; for a server of an old document, which recorded
+// only a description, that description; "" when there is none.
+func describeServer(srv *results.Server) string {
+	if srv == nil {
+		return ""
+	}
+	cfg, ok := fakegpu.FromRecord(srv)
+	if !ok {
+		return srv.Description
+	}
+	var s string
+	switch {
+	case cfg.Mode == fakegpu.ModeNone:
+		s = "unprotected"
+	default:
+		d := "no deadline"
+		if cfg.Deadline > 0 {
+			d = "deadline " + cfg.Deadline.String()
 		}
-		return cfg
-	}
-	f := strings.Fields(server)
-	for i := 0; i+1 < len(f); i++ {
-		v := f[i+1]
-		switch strings.TrimLeft(f[i], "-") {
-		case "mode":
-			if mode, err := fakegpu.ParseMode(v); err == nil {
-				cfg.Mode = mode
-			}
-		case "max-waiting":
-			if n, err := strconv.Atoi(v); err == nil {
-				cfg.MaxWaiting = n
-			}
-		case "deadline":
-			if v == "0" {
-				cfg.Deadline = 0
-			} else if d, err := time.ParseDuration(v); err == nil {
-				cfg.Deadline = d
-			}
+		s = fmt.Sprintf("line %d, %s", cfg.MaxWaiting, d)
+		if cfg.Mode.Limited() {
+			s = fmt.Sprintf("bucket %g/s burst %g, %s", cfg.BucketRate, cfg.BucketBurst, s)
+		}
+		if cfg.Mode == fakegpu.ModeRedis {
+			s = "Redis " + s
+		}
+		if cfg.SpreadRetryAfter {
+			s += ", Retry-After spread"
 		}
 	}
-	return cfg
-}
-
-// describeServer says in a few words how a server protects itself.
-func describeServer(cfg fakegpu.Config) string {
-	switch cfg.Mode {
-	case fakegpu.ModeNone:
-		return "unprotected"
-	}
-	d := "no deadline"
-	if cfg.Deadline > 0 {
-		d = "deadline " + cfg.Deadline.String()
-	}
-	s := fmt.Sprintf("line %d, %s", cfg.MaxWaiting, d)
-	if cfg.Mode.Limited() {
-		s = fmt.Sprintf("bucket %g/s burst %g, %s", cfg.BucketRate, cfg.BucketBurst, s)
+	if srv.Workers > 1 {
+		s = fmt.Sprintf("%d workers, %s", srv.Workers, s)
 	}
 	return s
 }
@@ -373,7 +333,7 @@ func renderPage(p pageData) ([]byte, error) {
 func (s *site) nav(current string) []navItem {
 	items := []navItem{{Label: "Summary", Href: "index.html", Current: current == "index.html"}}
 	for _, id := range s.tasks {
-		if p := pageRegistry[id]; p != nil && (len(s.runs[id]) > 0 || len(s.checks(id)) > 0) {
+		if p := pageFor(id); p != nil && (len(s.runs[id]) > 0 || len(s.checks(id)) > 0) {
 			items = append(items, navItem{Label: taskLabel(id), Href: id + ".html", Current: current == id+".html"})
 		}
 	}
@@ -423,7 +383,7 @@ func runsTable(runs []*results.Run, task map[*results.Run]string) *table {
 			rel, cls = "fell behind", "warn"
 		}
 		t.Rows = append(t.Rows, []cell{
-			{Text: r.Name, Class: "name"}, textCell(task[r]), textCell(describeServer(serverConfig(r.Server))),
+			{Text: r.Name, Class: "name"}, textCell(task[r]), textCell(describeServer(r.Server)),
 			numCell(fmtRate(r.OfferedRPS)), numCell(fmtSeconds(r.TimeoutS)), numCell(strconv.FormatInt(r.Issued, 10)),
 			numCell(strconv.FormatInt(r.OK, 10)), numCell(predicted(r, "ok", "%.0f")), numCell(fmt.Sprintf("%.1f/s", r.GoodputRPS)),
 			numCell(msOrDash(r.OK, r.P99MS)), numCell(predicted(r, "p99_ms", "%.0f ms")),
@@ -480,7 +440,7 @@ func (s *site) indexPage(files map[string][]byte) pageData {
 		}
 		title := id
 		page := cell{Text: "no page for this task yet"}
-		if pg := pageRegistry[id]; pg != nil {
+		if pg := pageFor(id); pg != nil {
 			title = taskLabel(id) + ": " + pg.Title
 			if _, ok := files[id+".html"]; ok {
 				page = cell{Text: "charts →", Href: id + ".html"}
@@ -497,7 +457,7 @@ func (s *site) indexPage(files map[string][]byte) pageData {
 			continue
 		}
 		title := taskLabel(id)
-		if pg := pageRegistry[id]; pg != nil {
+		if pg := pageFor(id); pg != nil {
 			title += ": " + pg.Title
 		}
 		v := taskVerdict(checks)

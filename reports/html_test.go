@@ -1,7 +1,6 @@
 package reports
 
 import (
-	"encoding/json"
 	"html"
 	"os"
 	"path/filepath"
@@ -13,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"ratelab/provider"
+	"ratelab/fakegpu"
 	"ratelab/results"
 )
 
@@ -25,7 +24,7 @@ func testDoc(t testing.TB) *results.Document {
 	f, err := os.Open(filepath.Join("testdata", "results.json"))
 	require.NoError(t, err)
 	defer f.Close()
-	doc, err := ReadDocument(f)
+	doc, err := results.Decode(f)
 	require.NoError(t, err)
 	return doc
 }
@@ -42,7 +41,7 @@ func testDocFile(t testing.TB, name string) *results.Document {
 	f, err := os.Open(filepath.Join("testdata", name))
 	require.NoError(t, err)
 	defer f.Close()
-	doc, err := ReadDocument(f)
+	doc, err := results.Decode(f)
 	require.NoError(t, err)
 	return doc
 }
@@ -156,8 +155,8 @@ func TestWriteHTMLJudgeAndWorkers(t *testing.T) {
 // a judge report from before timelines were recorded.
 func TestWriteHTMLJudgeTimeline(t *testing.T) {
 	doc := testDocFile(t, "task5.json")
-	var rep provider.JudgeReport
-	require.NoError(t, json.Unmarshal(doc.Judge, &rep))
+	rep := doc.Judge
+	require.NotNil(t, rep)
 	b := judgeTimelineBlock("t5_timeline", rep.Strategies)
 	require.NotNil(t, b.Plot)
 	opt := string(b.Plot.Option)
@@ -183,10 +182,6 @@ func TestWriteHTMLJudgeTimeline(t *testing.T) {
 	for i := range rep.Strategies {
 		rep.Strategies[i].Timeline = nil
 	}
-	raw, err := json.Marshal(rep)
-	require.NoError(t, err)
-	require.NotContains(t, string(raw), `"timeline"`)
-	doc.Judge = raw
 	files, err := renderHTML(doc)
 	require.NoError(t, err)
 	page := html.UnescapeString(string(files["task5.html"]))
@@ -225,7 +220,7 @@ func TestWriteHTMLRefuses(t *testing.T) {
 	assert.ErrorContains(t, WriteHTML(t.TempDir(), &results.Document{Schema: "ratelab.results/v0"}), `schema "ratelab.results/v0"`)
 }
 
-// A single task's document gets its page even for runs no check names, and
+// A task's runs get its page even when no check names them, and
 // a task without a page still gets its checks on the index.
 func TestWriteHTMLPartial(t *testing.T) {
 	doc := testDoc(t)
@@ -240,7 +235,7 @@ func TestWriteHTMLPartial(t *testing.T) {
 	doc.Task = "all"
 	files, err := renderHTML(doc)
 	require.NoError(t, err)
-	assert.Contains(t, files, "task3.html", "the fairness runs belong to task 3 by their server's mode")
+	assert.Contains(t, files, "task3.html", "the fairness runs are on the page of the task that ran them")
 	assert.NotContains(t, files, "task1.html")
 	index := string(files["index.html"])
 	assert.Contains(t, index, "task9")
@@ -252,14 +247,31 @@ func TestScriptSafe(t *testing.T) {
 	assert.Equal(t, `{"name":"<\/script><\!--"}`, scriptSafe(`{"name":"</script><!--"}`))
 }
 
-func TestServerConfig(t *testing.T) {
-	cfg := serverConfig("--mode shed --max-waiting 2000 --deadline 0")
-	assert.Equal(t, "shed", string(cfg.Mode))
-	assert.Equal(t, 2000, cfg.MaxWaiting)
-	assert.Zero(t, cfg.Deadline)
-	assert.Equal(t, "none", string(serverConfig("none, 8 slots x 100ms").Mode))
-	assert.Equal(t, "bucket", string(serverConfig("--mode bucket").Mode))
-	assert.Equal(t, "line 2000, no deadline", describeServer(cfg))
+func TestDescribeServer(t *testing.T) {
+	server := func(change func(*fakegpu.Config)) *results.Server {
+		c := fakegpu.DefaultConfig()
+		change(&c)
+		r := c.Record()
+		return &r
+	}
+	workers := server(func(c *fakegpu.Config) { c.Mode, c.Redis = fakegpu.ModeRedis, "redis://127.0.0.1:6379" })
+	workers.Workers = 4
+	for _, tc := range []struct {
+		server *results.Server
+		want   string
+	}{
+		{nil, ""},
+		{server(func(c *fakegpu.Config) {}), "unprotected"},
+		{server(func(c *fakegpu.Config) { c.Mode = fakegpu.ModeShed }), "line 16, deadline 800ms"},
+		{server(func(c *fakegpu.Config) { c.Mode, c.MaxWaiting, c.Deadline = fakegpu.ModeShed, 2000, 0 }), "line 2000, no deadline"},
+		{server(func(c *fakegpu.Config) { c.Mode, c.SpreadRetryAfter = fakegpu.ModeShed, true }), "line 16, deadline 800ms, Retry-After spread"},
+		{server(func(c *fakegpu.Config) { c.Mode, c.BucketRate, c.BucketBurst = fakegpu.ModeBucket, 35, 5 }), "bucket 35/s burst 5, line 16, deadline 800ms"},
+		{workers, "4 workers, Redis bucket 70/s burst 20, line 16, deadline 800ms"},
+		// An old document's server is its description, as it came.
+		{&results.Server{Description: "--mode shed --max-waiting 2000"}, "--mode shed --max-waiting 2000"},
+	} {
+		assert.Equal(t, tc.want, describeServer(tc.server), "describeServer(%+v)", tc.server)
+	}
 }
 
 func TestEmbeddedEcharts(t *testing.T) {
@@ -268,4 +280,51 @@ func TestEmbeddedEcharts(t *testing.T) {
 	js := string(files[echartsFile])
 	assert.Contains(t, js, `version="`+EchartsVersion+`"`)
 	assert.Len(t, js, 1034102, "assets/README.md records the size and hash of the file")
+}
+
+// A document from before runs recorded their task and their server's
+// settings still renders: its runs are listed on the index with the
+// description it gave their server, and on no task page.
+func TestWriteHTMLOldDocument(t *testing.T) {
+	old := `{"schema":"ratelab.results/v1","task":"all","impl":"solutions","status":"pass","score":1,"max_score":1,
+		"checks":[{"task":"task2","name":"shed 240/s: no client times out","status":"pass","score":1,"max_score":1,"message":"0 timed out","run":"shed 240/s"}],
+		"runs":[{"name":"shed 240/s","offered_rps":240,"duration_s":10,"timeout_s":1,"expected":2400,"issued":2400,"counts":{"200":816,"503":1584},"ok":816,
+			"goodput_rps":81.6,"reliable":true,"server":"--mode shed --max-waiting 2000","server_after_flood":{},"server_final":{},"drained_s":0.1}],
+		"env":{"go_version":"go1.26"}}`
+	doc, err := results.Decode(strings.NewReader(old))
+	require.NoError(t, err)
+	files, err := renderHTML(doc)
+	require.NoError(t, err)
+	index := html.UnescapeString(string(files["index.html"]))
+	assertContainsAll(t, "index.html", index, "shed 240/s", "--mode shed --max-waiting 2000")
+	assertContainsAll(t, "task2.html", html.UnescapeString(string(files["task2.html"])), "No floods", "shed 240/s: no client times out")
+}
+
+// Task 3's bound is the bucket each run recorded, not the lesson's default.
+func TestWriteHTMLBucketBound(t *testing.T) {
+	doc := testDoc(t)
+	for _, r := range doc.Runs {
+		if r.Task == "task3" {
+			require.True(t, r.Server.Known(), r.Name)
+			r.Server.BucketRatePerS, r.Server.BucketBurst = 35, 10
+		}
+	}
+	files, err := renderHTML(doc)
+	require.NoError(t, err)
+	page := html.UnescapeString(string(files["task3.html"]))
+	assertContainsAll(t, "task3.html", page, `"name":"bound b + r·t = 10 + 35·t"`, "against at most 10 + 35 × 10 = 360 in 10 s",
+		"the burst of 10 is spent", "is refused 170/s (offered − 35)")
+	assert.NotContains(t, page, "20 + 70·t")
+}
+
+// The pages are listed once each, in task order.
+func TestTaskPages(t *testing.T) {
+	var ids []string
+	for _, p := range taskPages {
+		ids = append(ids, p.ID)
+		assert.Same(t, p, pageFor(p.ID), "pageFor(%q)", p.ID)
+		assert.NotNil(t, p.Build, "%s has no Build", p.ID)
+	}
+	assert.Equal(t, []string{"task1", "task2", "task3", "task4", "task5", "task6", "task7"}, ids)
+	assert.Nil(t, pageFor("task9"), `pageFor("task9")`)
 }

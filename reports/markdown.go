@@ -198,7 +198,7 @@ func renderMarkdown(doc *results.Document, msgRunes int, omit bool) ([]byte, boo
 
 // taskTitle names a task with its page's title when it has one.
 func taskTitle(id string) string {
-	if p := pageRegistry[id]; p != nil {
+	if p := pageFor(id); p != nil {
 		return id + ": " + p.Title
 	}
 	return id

@@ -309,3 +309,30 @@ func jsonJS(v any) (template.JS, error) {
 	}
 	return template.JS(b), nil
 }
+
+// axisMax rounds the end of a time axis up to a tick: whole seconds up to
+// 12, then steps of 2, then of 5.
+func axisMax(v float64) float64 {
+	step := 5.0
+	switch {
+	case v <= 12:
+		step = 1
+	case v <= 24:
+		step = 2
+	}
+	return math.Ceil(v/step) * step
+}
+
+// niceCeil rounds v up to 1, 2 or 5 times a power of ten.
+func niceCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 1.5, 2, 2.5, 5, 10} {
+		if m*p >= v {
+			return m * p
+		}
+	}
+	return 10 * p
+}

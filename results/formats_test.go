@@ -11,8 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"ratelab/fakegpu"
 )
 
 func sampleDoc() *Document {
@@ -123,9 +121,9 @@ func TestSignVerify(t *testing.T) {
 
 func TestReceivedRate(t *testing.T) {
 	st := &Storm{ServerSamples: []Sample{
-		{TS: 0, Stats: fakegpu.Stats{Received: 0}},
-		{TS: 1, Stats: fakegpu.Stats{Received: 100}},
-		{TS: 2, Stats: fakegpu.Stats{Received: 400}},
+		{TS: 0, Stats: ServerStats{Received: 0}},
+		{TS: 1, Stats: ServerStats{Received: 100}},
+		{TS: 2, Stats: ServerStats{Received: 400}},
 	}}
 	rate := func(from, to float64) []any { r, ok := st.ReceivedRate(from, to); return []any{r, ok} }
 	assert.Equal(t, []any{200.0, true}, rate(0, 2))

@@ -68,10 +68,9 @@ type Document struct {
 	Runs      []*Run      `json:"runs"`
 	Storms    []*Storm    `json:"storms,omitempty"`
 	Scenarios []*Scenario `json:"scenarios,omitempty"`
-	// Judge is task 5's judge report (schema ratelab.judge/v1, see the
-	// provider package), kept as it came.
-	Judge json.RawMessage `json:"judge,omitempty"`
-	Env   Env             `json:"env"`
+	// Judge is task 5's judge report (schema ratelab.judge/v1).
+	Judge *JudgeReport `json:"judge,omitempty"`
+	Env   Env          `json:"env"`
 	// Integrity records the hashes of the frozen files the grader ran with.
 	Integrity *Integrity `json:"integrity,omitempty"`
 	// Signature is an HMAC of the rest of the document, when the grader had
@@ -210,18 +209,6 @@ func (d *Document) Encode(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(d)
-}
-
-// Decode reads a document and checks its schema.
-func Decode(r io.Reader) (*Document, error) {
-	var d Document
-	if err := json.NewDecoder(r).Decode(&d); err != nil {
-		return nil, fmt.Errorf("decode results: %w", err)
-	}
-	if d.Schema != Schema {
-		return nil, fmt.Errorf("decode results: schema %q, want %q", d.Schema, Schema)
-	}
-	return &d, nil
 }
 
 // ErrExists is returned by WriteFile when the file exists and overwriting

@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
-
-	"ratelab/fakegpu"
 )
 
 // Outcome classifies one request of a flood.
@@ -69,18 +67,19 @@ type Run struct {
 
 	// Workers holds each server worker's own final /stats, when the flood
 	// hit several workers sharing one port (task 6).
-	Workers []fakegpu.Stats `json:"workers,omitempty"`
+	Workers []ServerStats `json:"workers,omitempty"`
 
 	// Predicted holds the model's figures for this run, keyed like the
 	// measured ones ("ok", "p99_ms", ...), for tables and reports.
 	Predicted map[string]float64 `json:"predicted,omitempty"`
-	// Server describes the server flooded, such as "none, 8 slots x 100ms".
-	Server string `json:"server,omitempty"`
+	// Server is the fake GPU flooded, as it was configured; nil when the
+	// flood was not of a fake GPU (task 7's service, see Scenario).
+	Server *Server `json:"server,omitempty"`
 
 	// ServerAfterFlood is the server's /stats the moment sending stopped;
 	// ServerFinal after the queue drained (or the drain cap was reached).
-	ServerAfterFlood fakegpu.Stats `json:"server_after_flood"`
-	ServerFinal      fakegpu.Stats `json:"server_final"`
+	ServerAfterFlood ServerStats `json:"server_after_flood"`
+	ServerFinal      ServerStats `json:"server_final"`
 	// DrainedS is how long after the flood the server's line took to empty,
 	// or -1 if it had not emptied by the drain cap.
 	DrainedS float64 `json:"drained_s"`
@@ -114,8 +113,8 @@ type RetryAfterStats struct {
 
 // Sample is one reading of the server's /stats during a flood.
 type Sample struct {
-	TS    float64       `json:"t_s"` // seconds since the flood started
-	Stats fakegpu.Stats `json:"stats"`
+	TS    float64     `json:"t_s"` // seconds since the flood started
+	Stats ServerStats `json:"stats"`
 }
 
 // Histogram decodes the latency histogram of outcome o, in microseconds.
@@ -153,7 +152,8 @@ type Storm struct {
 	MaxTries        int     `json:"max_tries"`
 	BaseMS          float64 `json:"base_ms"`
 	CapMS           float64 `json:"cap_ms"`
-	Server          string  `json:"server,omitempty"`
+	// Server is the fake GPU the clients called, as it was configured.
+	Server *Server `json:"server,omitempty"`
 
 	// Clients is how many calls were made (storm: clients at once;
 	// amplify: OfferedRPS × DurationS).

@@ -25,34 +25,41 @@ import (
 	"ratelab/fakegpu"
 )
 
-func main() {
-	def := fakegpu.DefaultConfig()
-	mode := flag.String("mode", string(def.Mode), "protection: none, shed, bucket or redis")
-	port := flag.Int("port", 0, "TCP port on 127.0.0.1 (0 picks a free one)")
-	slots := flag.Int("slots", def.Slots, "requests the GPU works on at once")
-	work := flag.Duration("work", def.Work, "time one request holds its slot")
-	maxWaiting := flag.Int("max-waiting", def.MaxWaiting, "longest line in the protected modes")
-	deadline := flag.Duration("deadline", def.Deadline, "longest wait for a slot in the protected modes (0: off)")
-	rate := flag.Float64("rate", def.BucketRate, "per-client bucket refill, tokens per second")
-	burst := flag.Float64("burst", def.BucketBurst, "per-client bucket capacity, tokens")
-	spread := flag.Bool("spread-retry-after", false, "tell shed requests to come back spread out at the server's capacity")
-	reusePort := flag.Bool("reuse-port", false, "listen on --port with SO_REUSEPORT, beside other workers (Linux)")
-	listenFD := flag.Int("listen-fd", 0, "serve on this inherited listening socket instead of --port (several workers share one port this way)")
-	redisURL := flag.String("redis", "", "mode redis: the Redis server every worker shares, such as redis://127.0.0.1:6379")
-	statsPort := flag.Int("stats-port", -1, "also serve this worker alone on 127.0.0.1:PORT (0 picks one), for reading its own /stats")
-	flag.Parse()
+// options are the command line: the server's settings and where it listens.
+type options struct {
+	cfg       fakegpu.Config
+	port      int
+	reusePort bool
+	listenFD  int
+	statsPort int
+}
 
-	m, err := fakegpu.ParseMode(*mode)
-	if err != nil {
-		fail(2, err)
+// parseFlags reads the command line args (without the program's name). The
+// flag package has already told the user about an error it returns.
+func parseFlags(args []string) (options, error) {
+	fs := flag.NewFlagSet("fakegpu", flag.ContinueOnError)
+	o := options{cfg: fakegpu.DefaultConfig()}
+	o.cfg.RegisterFlags(fs) // --mode, --slots, ... --redis: the server's settings
+	fs.IntVar(&o.port, "port", 0, "TCP port on 127.0.0.1 (0 picks a free one)")
+	fs.BoolVar(&o.reusePort, "reuse-port", false, "listen on --port with SO_REUSEPORT, beside other workers (Linux)")
+	fs.IntVar(&o.listenFD, "listen-fd", 0, "serve on this inherited listening socket instead of --port (several workers share one port this way)")
+	fs.IntVar(&o.statsPort, "stats-port", -1, "also serve this worker alone on 127.0.0.1:PORT (0 picks one), for reading its own /stats")
+	err := fs.Parse(args)
+	return o, err
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
 	}
-	if m == fakegpu.ModeRedis && *redisURL == "" {
+	if err != nil {
+		os.Exit(2) // the flag package said why
+	}
+	cfg, m := o.cfg, o.cfg.Mode
+	if m == fakegpu.ModeRedis && cfg.Redis == "" {
 		fail(2, errors.New("mode redis needs --redis URL: the server every worker shares"))
 	}
-	cfg := def
-	cfg.Mode, cfg.Slots, cfg.Work, cfg.MaxWaiting, cfg.Deadline = m, *slots, *work, *maxWaiting, *deadline
-	cfg.BucketRate, cfg.BucketBurst = *rate, *burst
-	cfg.SpreadRetryAfter = *spread
 	var opts []fakegpu.Option
 	if m != fakegpu.ModeNone {
 		opts = append(opts, fakegpu.WithAdmission(admission))
@@ -62,7 +69,7 @@ func main() {
 	case fakegpu.ModeBucket:
 		opts = append(opts, fakegpu.WithLimiter(newLimiter(cfg.BucketRate, cfg.BucketBurst)))
 	case fakegpu.ModeRedis:
-		lim, cleanup, err := newRedisLimiter(context.Background(), *redisURL, cfg.BucketRate, cfg.BucketBurst)
+		lim, cleanup, err := newRedisLimiter(context.Background(), cfg.Redis, cfg.BucketRate, cfg.BucketBurst)
 		if err != nil {
 			fail(2, fmt.Errorf("mode redis: %w", err))
 		}
@@ -75,24 +82,24 @@ func main() {
 		fail(2, err)
 	}
 	var in *fakegpu.Instance
-	if *listenFD > 0 {
-		ln, err := net.FileListener(os.NewFile(uintptr(*listenFD), "listener"))
+	if o.listenFD > 0 {
+		ln, err := net.FileListener(os.NewFile(uintptr(o.listenFD), "listener"))
 		if err != nil {
 			fail(2, fmt.Errorf("inherited listener: %w", err))
 		}
 		in = fakegpu.Serve(srv, ln)
-	} else if *reusePort {
-		ln, err := fakegpu.ListenReusePort(fmt.Sprintf("127.0.0.1:%d", *port))
+	} else if o.reusePort {
+		ln, err := fakegpu.ListenReusePort(fmt.Sprintf("127.0.0.1:%d", o.port))
 		if err != nil {
 			fail(2, err)
 		}
 		in = fakegpu.Serve(srv, ln)
-	} else if in, err = fakegpu.Listen(srv, fmt.Sprintf("127.0.0.1:%d", *port)); err != nil {
+	} else if in, err = fakegpu.Listen(srv, fmt.Sprintf("127.0.0.1:%d", o.port)); err != nil {
 		fail(2, err)
 	}
 	defer in.Close()
-	if *statsPort >= 0 {
-		own, err := fakegpu.Listen(srv, fmt.Sprintf("127.0.0.1:%d", *statsPort))
+	if o.statsPort >= 0 {
+		own, err := fakegpu.Listen(srv, fmt.Sprintf("127.0.0.1:%d", o.statsPort))
 		if err != nil {
 			fail(2, err)
 		}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"ratelab/grader"
-	"ratelab/provider"
+	"ratelab/results"
 )
 
 var cmdJudge = &command{
@@ -63,7 +63,7 @@ func runJudge(ctx context.Context, o *judgeOptions, args []string) error {
 		return err
 	}
 	defer cleanup()
-	var rep provider.JudgeReport
+	var rep results.JudgeReport
 	if err := grader.RunJSON(ctx, 15*time.Minute, &rep, bin, "--in-process", "--strategy", o.strategy, "--n", fmt.Sprint(n)); err != nil {
 		return err
 	}

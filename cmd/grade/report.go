@@ -119,7 +119,7 @@ func readResults(arg string) (string, *results.Document, error) {
 		return "", nil, usagef("%s: %v", path, err)
 	}
 	defer f.Close()
-	doc, err := reports.ReadDocument(f)
+	doc, err := results.Decode(f)
 	if err != nil {
 		return "", nil, usagef("%s: %v", path, err)
 	}

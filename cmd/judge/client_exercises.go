@@ -2,14 +2,17 @@
 
 package main
 
-import "ratelab/exercises/llmclient"
+import (
+	"ratelab/exercises/llmclient"
+	"ratelab/harness"
+)
 
 const clientFrom = "exercises/llmclient"
 
 // newPolite returns the learner's PoliteClient for o.
-func newPolite(o politeOptions) creator {
+func newPolite(o harness.PoliteOptions) harness.Creator {
 	return llmclient.NewPoliteClient(llmclient.Options{
-		BaseURL: o.baseURL, APIKey: o.key, HTTPClient: o.http,
-		RPM: o.rpm, ITPM: o.itpm, MaxInFlight: o.inFlight,
+		BaseURL: o.BaseURL, APIKey: o.APIKey, HTTPClient: o.HTTPClient,
+		RPM: o.RPM, ITPM: o.ITPM, MaxInFlight: o.MaxInFlight,
 	})
 }

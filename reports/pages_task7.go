@@ -12,15 +12,14 @@ import (
 	"ratelab/results"
 )
 
-func init() {
-	registerPage(&taskPage{
-		ID:    "task7",
-		Title: "a circuit breaker: failing fast protects the caller",
-		Lead: "A service answers its clients at 100 requests per second by calling a dependency; for 10 s the dependency accepts calls and never answers, and the service waits up to 10 s for each. " +
-			"The same scenario runs twice, without and with a circuit breaker in front of the dependency. The shaded band on every chart is the time the dependency was dead.",
-		Draws: func(doc *results.Document) bool { return len(doc.Scenarios) > 0 },
-		Build: buildTask7,
-	})
+// task7Page is the page of task 7.
+var task7Page = &taskPage{
+	ID:    "task7",
+	Title: "a circuit breaker: failing fast protects the caller",
+	Lead: "A service answers its clients at 100 requests per second by calling a dependency; for 10 s the dependency accepts calls and never answers, and the service waits up to 10 s for each. " +
+		"The same scenario runs twice, without and with a circuit breaker in front of the dependency. The shaded band on every chart is the time the dependency was dead.",
+	Draws: func(doc *results.Document) bool { return len(doc.Scenarios) > 0 },
+	Build: buildTask7,
 }
 
 func buildTask7(s *site, _ []*results.Run) []block {

@@ -12,16 +12,15 @@ import (
 	"ratelab/results"
 )
 
-func init() {
-	registerPage(&taskPage{
-		ID:    "task4",
-		Title: "retries that help: full jitter, Retry-After, a retry budget, and the storm",
-		Lead: "400 clients call task 2's shedding server (8 slots of 100 ms, a line of 16) at the same instant and retry what is shed, with backoff from 100 ms capped at 5 s and 12 tries: the ideal is 400 × 100 ms / 8 slots = 5 s. " +
-			"Without jitter the clients that were refused together retry together; full jitter spreads them out; a server that spreads its Retry-After schedules them. " +
-			"Then the retry amplifier: 100 calls a second for 10 s against the unprotected server, retried at once or within a budget.",
-		Draws: func(doc *results.Document) bool { return len(doc.Storms) > 0 },
-		Build: buildTask4,
-	})
+// task4Page is the page of task 4.
+var task4Page = &taskPage{
+	ID:    "task4",
+	Title: "retries that help: full jitter, Retry-After, a retry budget, and the storm",
+	Lead: "400 clients call task 2's shedding server (8 slots of 100 ms, a line of 16) at the same instant and retry what is shed, with backoff from 100 ms capped at 5 s and 12 tries: the ideal is 400 × 100 ms / 8 slots = 5 s. " +
+		"Without jitter the clients that were refused together retry together; full jitter spreads them out; a server that spreads its Retry-After schedules them. " +
+		"Then the retry amplifier: 100 calls a second for 10 s against the unprotected server, retried at once or within a budget.",
+	Draws: func(doc *results.Document) bool { return len(doc.Storms) > 0 },
+	Build: buildTask4,
 }
 
 func buildTask4(s *site, _ []*results.Run) []block {

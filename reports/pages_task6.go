@@ -9,17 +9,17 @@ import (
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
 
+	"ratelab/fakegpu"
 	"ratelab/results"
 )
 
-func init() {
-	registerPage(&taskPage{
-		ID:    "task6",
-		Title: "one limit across many workers: share the bucket",
-		Lead: "The same flood hits four server workers behind one port twice: once with a token bucket in each worker, once with one bucket kept in Redis that all four take from. " +
-			"A limit meant for the service is only a limit if the workers share it.",
-		Build: buildTask6,
-	})
+// task6Page is the page of task 6.
+var task6Page = &taskPage{
+	ID:    "task6",
+	Title: "one limit across many workers: share the bucket",
+	Lead: "The same flood hits four server workers behind one port twice: once with a token bucket in each worker, once with one bucket kept in Redis that all four take from. " +
+		"A limit meant for the service is only a limit if the workers share it.",
+	Build: buildTask6,
 }
 
 func buildTask6(s *site, runs []*results.Run) []block {
@@ -43,9 +43,10 @@ func buildTask6(s *site, runs []*results.Run) []block {
 	return blocks
 }
 
-// sharedRun says whether r's workers took from one bucket in Redis.
+// sharedRun says whether r's workers took from one bucket in Redis, as the
+// run recorded its server.
 func sharedRun(r *results.Run) bool {
-	return strings.Contains(r.Server, "redis") || strings.Contains(strings.ToLower(r.Name), "redis")
+	return r.Server.Known() && fakegpu.Mode(r.Server.Mode) == fakegpu.ModeRedis
 }
 
 // workerBound is the most one bucket admits in r's flood, from the model's

@@ -1,4 +1,4 @@
-package reports
+package results
 
 import (
 	"bytes"
@@ -7,29 +7,26 @@ import (
 	"fmt"
 	"io"
 	"strings"
-
-	"ratelab/results"
 )
 
-// maxDocumentBytes bounds one results file. Real documents are a few
+// MaxDocumentBytes bounds one results document. Real documents are a few
 // hundred kilobytes; anything near this is not one.
-const maxDocumentBytes = 256 << 20
+const MaxDocumentBytes = 256 << 20
 
-// ReadDocument reads one results document strictly: a single JSON value
-// with nothing after it, whose schema is the one this grader writes. Its
-// errors say in a few words what is wrong: "truncated JSON ...", "malformed
-// JSON at byte 120: ...", "schema \"x\", want \"ratelab.results/v1\"".
-func ReadDocument(r io.Reader) (*results.Document, error) {
-	b, err := io.ReadAll(io.LimitReader(r, maxDocumentBytes+1))
+// Decode reads one results document strictly: a single JSON value with
+// nothing after it, whose schema is Schema, read whole (at most
+// MaxDocumentBytes). Its errors say in a few words what is wrong, for
+// people: "empty file", "truncated JSON: ...", "malformed JSON at byte 120:
+// ...", "not a JSON object but a JSON array", "no \"schema\" field ...",
+// "schema \"x\", want \"ratelab.results/v1\"", or "does not fit schema ...:
+// field \"score\" holds a JSON string, want float64".
+func Decode(r io.Reader) (*Document, error) {
+	b, err := io.ReadAll(io.LimitReader(r, MaxDocumentBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read: %w", err)
 	}
-	return parseDocument(b)
-}
-
-func parseDocument(b []byte) (*results.Document, error) {
-	if len(b) > maxDocumentBytes {
-		return nil, fmt.Errorf("larger than %d MiB: not a results document", maxDocumentBytes>>20)
+	if len(b) > MaxDocumentBytes {
+		return nil, fmt.Errorf("larger than %d MiB: not a results document", MaxDocumentBytes>>20)
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, errors.New("empty file")
@@ -43,14 +40,14 @@ func parseDocument(b []byte) (*results.Document, error) {
 		return nil, jsonError(err)
 	}
 	if head.Schema == nil {
-		return nil, fmt.Errorf("no \"schema\" field: not a ratelab results document (want schema %q)", results.Schema)
+		return nil, fmt.Errorf("no \"schema\" field: not a ratelab results document (want schema %q)", Schema)
 	}
-	if *head.Schema != results.Schema {
-		return nil, fmt.Errorf("schema %q, want %q", *head.Schema, results.Schema)
+	if *head.Schema != Schema {
+		return nil, fmt.Errorf("schema %q, want %q", *head.Schema, Schema)
 	}
-	var d results.Document
+	var d Document
 	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("does not fit schema %s: %w", results.Schema, jsonError(err))
+		return nil, fmt.Errorf("does not fit schema %s: %w", Schema, jsonError(err))
 	}
 	return &d, nil
 }
@@ -63,7 +60,7 @@ func jsonError(err error) error {
 	case errors.As(err, &syn) && strings.Contains(syn.Error(), "unexpected end"):
 		return fmt.Errorf("truncated JSON: the file ends at byte %d, before the document does", syn.Offset)
 	case errors.As(err, &syn):
-		return fmt.Errorf("malformed JSON at byte %d: %v", syn.Offset, syn)
+		return fmt.Errorf("malformed JSON at byte %d: %w", syn.Offset, err)
 	case errors.As(err, &typ) && typ.Field == "":
 		return fmt.Errorf("not a JSON object but a JSON %s", typ.Value)
 	case errors.As(err, &typ):

@@ -1,9 +1,13 @@
 package reports
 
+// The charts of open-loop floods that several task pages share: goodput
+// against offered load with the model's lines, outcomes, latency
+// percentiles, and the server's line and dead work over time beside the
+// simulation.
+
 import (
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
@@ -14,47 +18,6 @@ import (
 	"ratelab/model"
 	"ratelab/results"
 )
-
-func init() {
-	registerPage(&taskPage{
-		ID:    "task1",
-		Title: "watch an unprotected server collapse",
-		Lead: "An unbounded line in front of 8 slots of 100 ms (80 requests/s), and clients that give up after their timeout. " +
-			"Past capacity the line grows without end, every answer comes too late, and the server keeps working for nobody. " +
-			"The ink line is the lesson's one-line model, λ·C·(T−S)/(λ−C) successes; the dots are your floods.",
-		Modes: []fakegpu.Mode{fakegpu.ModeNone},
-		Build: buildTask1,
-	})
-	registerPage(&taskPage{
-		ID:    "task2",
-		Title: "say no early: load shedding and deadlines",
-		Lead: "The same server with a line of at most 16 (200 ms of work) that answers 503 at once when full, and a deadline that drops requests which waited past 800 ms. " +
-			"Goodput stays at capacity however much is offered; the blue line is a simulation of that server, the ink line the unprotected model for comparison.",
-		Modes: []fakegpu.Mode{fakegpu.ModeShed},
-		Build: buildTask2,
-	})
-}
-
-func buildTask1(s *site, runs []*results.Run) []block {
-	var blocks []block
-	blocks = append(blocks, s.goodputBlock("t1_goodput", runs, task1GoodputCaption(runs)))
-	blocks = append(blocks, outcomesBlock("t1_outcomes", runs,
-		"Past capacity almost every request ends as a timeout: only the first seconds of arrivals are answered in time, the rest wait in a line that never stops growing."))
-	blocks = append(blocks, latencyBlock("t1_latency", runs, []results.Outcome{results.OutcomeOK}, latencyCaption(runs)))
-	blocks = append(blocks, queueBlocks("t1", runs, task1QueueCaptions)...)
-	return blocks
-}
-
-func buildTask2(s *site, runs []*results.Run) []block {
-	var blocks []block
-	blocks = append(blocks, s.goodputBlock("t2_goodput", runs, task2GoodputCaption(runs)))
-	blocks = append(blocks, outcomesBlock("t2_outcomes", runs,
-		"Shedding turns timeouts into fast 503s: the server refuses what it cannot finish in time, and never a timeout, while the line of 2000 without a deadline times out like the unprotected server."))
-	blocks = append(blocks, latencyBlock("t2_latency", runs, []results.Outcome{results.OutcomeOK, results.OutcomeUnavailable},
-		"Successes (solid) of the shedding floods stay under 300 ms, 200 ms in line plus 100 ms of work, and their 503s (dashed) come back in about a millisecond: a fast no is cheap. The long line's 503s come only after its 800 ms deadline."))
-	blocks = append(blocks, queueBlocks("t2", runs, task2QueueCaptions)...)
-	return blocks
-}
 
 // goodputBlock draws goodput against offered load: the model's lines, which
 // follow the sliders for the overload duration and the client timeout, the
@@ -107,12 +70,12 @@ func (s *site) goodputBlock(id string, runs []*results.Run, caption string) bloc
 	groups, order := map[string][]opts.ScatterData{}, []string{}
 	servers := map[string]bool{}
 	for _, r := range runs {
-		servers[describeServer(serverConfig(r.Server))] = true
+		servers[describeServer(r.Server)] = true
 	}
 	for _, r := range runs {
 		key := "measured, timeout " + durationLabel(seconds(r.TimeoutS))
 		if len(servers) > 1 {
-			key = "measured: " + describeServer(serverConfig(r.Server))
+			key = "measured: " + describeServer(r.Server)
 			if r.TimeoutS != 1 {
 				key += ", timeout " + durationLabel(seconds(r.TimeoutS))
 			}
@@ -161,37 +124,6 @@ func defaultChoice(runs []*results.Run, g *goodputModel) (int, int) {
 	d := count(func(r *results.Run) time.Duration { return seconds(r.DurationS) })
 	t := count(func(r *results.Run) time.Duration { return seconds(r.TimeoutS) })
 	return index(g.durations, d), index(g.timeouts, t)
-}
-
-func task1GoodputCaption(runs []*results.Run) string {
-	var worst *results.Run
-	for _, r := range runs {
-		if r.TimeoutS <= 1 && (worst == nil || r.OfferedRPS > worst.OfferedRPS) {
-			worst = r
-		}
-	}
-	if worst == nil {
-		return "Goodput against offered load: the model's line, the floods as dots."
-	}
-	pred := ""
-	if ok, has := worst.Predicted["ok"]; has && worst.DurationS > 0 {
-		pred = fmt.Sprintf(" against the model's %.1f/s", ok/worst.DurationS)
-	}
-	return fmt.Sprintf("Past capacity, more offered means less done: at %s only %.1f successes/s%s. That falling curve is congestion collapse.",
-		fmtRate(worst.OfferedRPS), worst.GoodputRPS, pred)
-}
-
-func task2GoodputCaption(runs []*results.Run) string {
-	var parts []string
-	for _, r := range runs {
-		if strings.HasPrefix(r.Name, "shed ") {
-			parts = append(parts, fmt.Sprintf("%.1f/s at %s", r.GoodputRPS, fmtRate(r.OfferedRPS)))
-		}
-	}
-	if len(parts) == 0 {
-		return "Shedding pins goodput at capacity, where the unprotected server collapses."
-	}
-	return fmt.Sprintf("Shedding pins goodput at capacity, 80/s: %s, where the unprotected model gives about 11/s at 240/s.", strings.Join(parts, " and "))
 }
 
 // outcomesBlock stacks each flood's requests by outcome.
@@ -290,20 +222,6 @@ func percentileCurve(n int64, value func(q float64) float64) [][2]float64 {
 	return out
 }
 
-func latencyCaption(runs []*results.Run) string {
-	var patient *results.Run
-	for _, r := range runs {
-		if r.TimeoutS > 5 && r.OK > 0 {
-			patient = r
-		}
-	}
-	if patient == nil {
-		return "The successes of a collapsed server look fast: only requests that beat the timeout count as successes. Always graph timeouts beside latency."
-	}
-	return fmt.Sprintf("Successes of the collapsed floods stay under their 1 s timeout and look fine; the patient client (%s) shows the truth: a p99 of %s that grows for as long as the overload lasts.",
-		patient.Name, fmtMS(patient.P99MS))
-}
-
 // queueBlocks draw the server's line and its dead work over time, from the
 // /stats samples until the line drained, beside the simulation's.
 func queueBlocks(prefix string, runs []*results.Run, captions func([]*results.Run) (waiting, dead string)) []block {
@@ -367,51 +285,20 @@ func queueBlocks(prefix string, runs []*results.Run, captions func([]*results.Ru
 	}
 }
 
-// task1QueueCaptions speak of the flood that left the most dead work.
-func task1QueueCaptions(runs []*results.Run) (string, string) {
-	var worst *results.Run
-	for _, r := range runs {
-		if worst == nil || r.ServerFinal.Dead > worst.ServerFinal.Dead {
-			worst = r
-		}
-	}
-	if worst == nil || worst.ServerFinal.Dead == 0 {
-		return "The line grows by λ − C every second of overload, then drains at C once sending stops. Dotted: the simulation.",
-			"Dead work keeps climbing after the flood: the server finishes every abandoned request. Dotted: the simulation."
-	}
-	drain := "had not drained by the cap"
-	if worst.DrainedS >= 0 {
-		drain = fmt.Sprintf("took another %.1f s to drain", worst.DrainedS)
-	}
-	return fmt.Sprintf("At %s the line still held %d when the last client gave up, and %s: the overload outlives the flood. Dotted: the simulation.",
-			worst.Name, worst.ServerAfterFlood.Waiting, drain),
-		fmt.Sprintf("At %s the server did %d requests of work for clients who had already gone, most of it after sending stopped. Dotted: the simulation.",
-			worst.Name, worst.ServerFinal.Dead)
-}
-
-// task2QueueCaptions compare the bounded lines with the long one.
-func task2QueueCaptions(runs []*results.Run) (string, string) {
-	var parts, dead []string
-	for _, r := range runs {
-		parts = append(parts, fmt.Sprintf("%s %d", r.Name, r.ServerFinal.MaxWaiting))
-		dead = append(dead, fmt.Sprintf("%s %d", r.Name, r.ServerFinal.Dead))
-	}
-	return "The longest each line grew: " + strings.Join(parts, ", ") + ". Clients that give up leave a protected line, so even the line of 2000 holds only about λ·T. Dotted: the simulation.",
-		"Dead work: " + strings.Join(dead, ", ") + ". A line without a deadline still serves requests whose clients leave during the work; the deadline drops them first. Dotted: the simulation."
-}
-
 // simTooltip lists the measured and the simulated value of each run at one
 // instant.
 const simTooltip = `function (ps) { var s = ps[0].axisValueLabel + ' s'; ps.forEach(function (p) { var sim = String(p.seriesId).indexOf('sim-') === 0; s += '<br>' + p.marker + p.seriesName + (sim ? ' (simulated)' : '') + ': ' + p.value[1]; }); return s; }`
 
 // simulateRun replays one flood in the discrete-event simulation, or
-// returns nil if the run cannot be described to it.
+// returns nil if the run cannot be described to it (such as a run of an
+// old document, which did not record its server's settings).
 func simulateRun(r *results.Run) *model.SimResult {
 	d, t := seconds(r.DurationS), seconds(r.TimeoutS)
-	if d <= 0 || t <= 0 || !(r.OfferedRPS > 0) || r.OfferedRPS*r.DurationS > 1e6 {
+	cfg, ok := fakegpu.FromRecord(r.Server)
+	if !ok || d <= 0 || t <= 0 || !(r.OfferedRPS > 0) || r.OfferedRPS*r.DurationS > 1e6 {
 		return nil
 	}
-	s := serverConfig(r.Server).Sim()
+	s := cfg.Sim()
 	s.SampleEvery = 100 * time.Millisecond
 	if r.SampleEveryMS > 0 {
 		s.SampleEvery = time.Duration(r.SampleEveryMS * float64(time.Millisecond))
@@ -422,31 +309,4 @@ func simulateRun(r *results.Run) *model.SimResult {
 		return nil
 	}
 	return res
-}
-
-// axisMax rounds the end of a time axis up to a tick: whole seconds up to
-// 12, then steps of 2, then of 5.
-func axisMax(v float64) float64 {
-	step := 5.0
-	switch {
-	case v <= 12:
-		step = 1
-	case v <= 24:
-		step = 2
-	}
-	return math.Ceil(v/step) * step
-}
-
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten.
-func niceCeil(v float64) float64 {
-	if v <= 0 {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 1.5, 2, 2.5, 5, 10} {
-		if m*p >= v {
-			return m * p
-		}
-	}
-	return 10 * p
 }

@@ -1,7 +1,6 @@
 package reports
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -10,29 +9,27 @@ import (
 	"github.com/go-echarts/go-echarts/v2/charts"
 	"github.com/go-echarts/go-echarts/v2/opts"
 
-	"ratelab/provider"
 	"ratelab/results"
 )
 
-func init() {
-	registerPage(&taskPage{
-		ID:    "task5",
-		Title: "a polite client: the whole job at the provider's rate",
-		Lead: "Four strategies run the same job of relevance judgments against a fake LLM API that limits requests and input tokens per minute, each with its own key: " +
-			"naive sends everything at once and gives up on a 429, sleep1 sleeps a second and retries, polite paces itself under both limits, and polite-cached also puts the shared instructions in the prompt cache. " +
-			"Every count here is the API's own.",
-		Draws: func(doc *results.Document) bool { return len(doc.Judge) > 0 },
-		Build: buildTask5,
-	})
+// task5Page is the page of task 5.
+var task5Page = &taskPage{
+	ID:    "task5",
+	Title: "a polite client: the whole job at the provider's rate",
+	Lead: "Four strategies run the same job of relevance judgments against a fake LLM API that limits requests and input tokens per minute, each with its own key: " +
+		"naive sends everything at once and gives up on a 429, sleep1 sleeps a second and retries, polite paces itself under both limits, and polite-cached also puts the shared instructions in the prompt cache. " +
+		"Every count here is the API's own.",
+	Draws: func(doc *results.Document) bool { return doc.Judge != nil },
+	Build: buildTask5,
 }
 
 func buildTask5(s *site, _ []*results.Run) []block {
-	var rep provider.JudgeReport
-	if len(s.doc.Judge) == 0 {
+	rep := s.doc.Judge
+	if rep == nil {
 		return []block{{ID: "no-judge", Heading: "No judge report", Text: "This document holds no judge report: the judge was skipped (see the checks) or the run stopped early."}}
 	}
-	if err := json.Unmarshal(s.doc.Judge, &rep); err != nil || len(rep.Strategies) == 0 {
-		return []block{{ID: "no-judge", Heading: "No judge report", Text: "This document's judge report could not be read or holds no strategy."}}
+	if len(rep.Strategies) == 0 {
+		return []block{{ID: "no-judge", Heading: "No judge report", Text: "This document's judge report holds no strategy."}}
 	}
 	sts := rep.Strategies
 	return []block{
@@ -46,7 +43,7 @@ func buildTask5(s *site, _ []*results.Run) []block {
 	}
 }
 
-func strategyNames(sts []provider.StrategyResult) []string {
+func strategyNames(sts []results.JudgeStrategy) []string {
 	names := make([]string, len(sts))
 	for i, st := range sts {
 		names[i] = st.Name
@@ -54,7 +51,7 @@ func strategyNames(sts []provider.StrategyResult) []string {
 	return names
 }
 
-func barValues(sts []provider.StrategyResult, v func(provider.StrategyResult) float64) []opts.BarData {
+func barValues(sts []results.JudgeStrategy, v func(results.JudgeStrategy) float64) []opts.BarData {
 	data := make([]opts.BarData, len(sts))
 	for i, st := range sts {
 		data[i] = opts.BarData{Value: num(v(st))}
@@ -62,13 +59,13 @@ func barValues(sts []provider.StrategyResult, v func(provider.StrategyResult) fl
 	return data
 }
 
-func strategyByName(sts []provider.StrategyResult, name string) (provider.StrategyResult, bool) {
+func strategyByName(sts []results.JudgeStrategy, name string) (results.JudgeStrategy, bool) {
 	for _, st := range sts {
 		if st.Name == name {
 			return st, true
 		}
 	}
-	return provider.StrategyResult{}, false
+	return results.JudgeStrategy{}, false
 }
 
 func percentOf(part, whole int64) float64 {
@@ -79,15 +76,15 @@ func percentOf(part, whole int64) float64 {
 }
 
 // judgeOutcomeBlock stacks each strategy's completed and lost judgments.
-func judgeOutcomeBlock(id string, sts []provider.StrategyResult) block {
+func judgeOutcomeBlock(id string, sts []results.JudgeStrategy) block {
 	bar := charts.NewBar()
 	bar.SetGlobalOptions(common(id,
 		axis{Name: "strategy", Type: "category", Data: strategyNames(sts)},
 		axis{Name: "judgments (of the job's N)", Min: 0}, "axis")...)
 	bar.SetXAxis(strategyNames(sts))
-	bar.AddSeries("completed (200)", barValues(sts, func(st provider.StrategyResult) float64 { return float64(st.Completed) }),
+	bar.AddSeries("completed (200)", barValues(sts, func(st results.JudgeStrategy) float64 { return float64(st.Completed) }),
 		charts.WithBarChartOpts(opts.BarChart{Stack: "job", BarWidth: "45%"}), charts.WithItemStyleOpts(opts.ItemStyle{Color: colorOK}))
-	bar.AddSeries("lost (given up or not finished)", barValues(sts, func(st provider.StrategyResult) float64 { return float64(st.Lost) }),
+	bar.AddSeries("lost (given up or not finished)", barValues(sts, func(st results.JudgeStrategy) float64 { return float64(st.Lost) }),
 		charts.WithBarChartOpts(opts.BarChart{Stack: "job", BarWidth: "45%"}), charts.WithItemStyleOpts(opts.ItemStyle{Color: colorTimeout}))
 	var parts []string
 	for _, st := range sts {
@@ -105,7 +102,7 @@ func judgeOutcomeBlock(id string, sts []provider.StrategyResult) block {
 
 // judgeTimeBlock draws each strategy's wall time beside its theoretical
 // minimum.
-func judgeTimeBlock(id string, sts []provider.StrategyResult) block {
+func judgeTimeBlock(id string, sts []results.JudgeStrategy) block {
 	bar := charts.NewBar()
 	bar.SetGlobalOptions(common(id,
 		axis{Name: "strategy", Type: "category", Data: strategyNames(sts)},
@@ -118,7 +115,7 @@ func judgeTimeBlock(id string, sts []provider.StrategyResult) block {
 	bar.AddSeries("theoretical minimum", minData,
 		charts.WithBarChartOpts(opts.BarChart{BarGap: "10%"}), charts.WithItemStyleOpts(opts.ItemStyle{Color: colorSent}),
 		charts.WithLabelOpts(opts.Label{Show: opts.Bool(true), Position: "top", Formatter: "min {c} s", Color: colorOther}))
-	bar.AddSeries("wall time", barValues(sts, func(st provider.StrategyResult) float64 { return st.WallSeconds }),
+	bar.AddSeries("wall time", barValues(sts, func(st results.JudgeStrategy) float64 { return st.WallSeconds }),
 		charts.WithItemStyleOpts(opts.ItemStyle{Color: colorShed}),
 		charts.WithLabelOpts(opts.Label{Show: opts.Bool(true), Position: "top", Formatter: "{c} s", Color: colorInk}))
 	var parts []string
@@ -143,7 +140,7 @@ func judgeTimeBlock(id string, sts []provider.StrategyResult) block {
 // the judge's timeline of when its calls returned, beside the fastest the
 // limits allow: N at an even pace over the theoretical minimum. A report
 // from before timelines were recorded gets a note instead of the chart.
-func judgeTimelineBlock(id string, sts []provider.StrategyResult) block {
+func judgeTimelineBlock(id string, sts []results.JudgeStrategy) block {
 	const heading = "Judgments done over time"
 	line := charts.NewLine()
 	end, top := 0.0, 0.0
@@ -191,7 +188,7 @@ func judgeTimelineBlock(id string, sts []provider.StrategyResult) block {
 		}
 		seen[key] = true
 		var data []opts.LineData
-		step := provider.TimelineBin.Seconds()
+		step := results.JudgeTimelineBin.Seconds()
 		for k := 0; k <= int(math.Ceil(st.MinSeconds/step)); k++ {
 			t := math.Min(float64(k)*step, st.MinSeconds)
 			data = append(data, xy(t, float64(st.N)*t/st.MinSeconds))
@@ -240,7 +237,7 @@ func cumulative(counts []int64, bin, wall float64) ([]opts.LineData, int64, floa
 
 // binWords names the timelines' bin width, such as "250 ms", or each one
 // if they differ.
-func binWords(sts []provider.StrategyResult) string {
+func binWords(sts []results.JudgeStrategy) string {
 	var widths []string
 	for _, st := range sts {
 		if st.Timeline == nil || st.Timeline.BinMS <= 0 {
@@ -265,15 +262,15 @@ func zeroOrCount(n int64) string {
 }
 
 // judgeRequestsBlock draws each strategy's requests and 429s.
-func judgeRequestsBlock(id string, sts []provider.StrategyResult) block {
+func judgeRequestsBlock(id string, sts []results.JudgeStrategy) block {
 	bar := charts.NewBar()
 	bar.SetGlobalOptions(common(id,
 		axis{Name: "strategy", Type: "category", Data: strategyNames(sts)},
 		axis{Name: "requests", Min: 0}, "axis")...)
 	bar.SetXAxis(strategyNames(sts))
-	bar.AddSeries("attempts (every request sent)", barValues(sts, func(st provider.StrategyResult) float64 { return float64(st.Attempts) }),
+	bar.AddSeries("attempts (every request sent)", barValues(sts, func(st results.JudgeStrategy) float64 { return float64(st.Attempts) }),
 		charts.WithBarChartOpts(opts.BarChart{BarGap: "10%"}), charts.WithItemStyleOpts(opts.ItemStyle{Color: colorSent}))
-	bar.AddSeries("429 limited", barValues(sts, func(st provider.StrategyResult) float64 { return float64(st.Rejected429) }),
+	bar.AddSeries("429 limited", barValues(sts, func(st results.JudgeStrategy) float64 { return float64(st.Rejected429) }),
 		charts.WithItemStyleOpts(opts.ItemStyle{Color: colorLimited}))
 	var parts []string
 	for _, st := range sts {
@@ -287,7 +284,7 @@ func judgeRequestsBlock(id string, sts []provider.StrategyResult) block {
 	return block{ID: id, Heading: "Requests sent and refused", Text: "The API's count of each strategy's requests, and of the 429s among them.", Plot: &p}
 }
 
-func judgeTable(sts []provider.StrategyResult) *table {
+func judgeTable(sts []results.JudgeStrategy) *table {
 	t := &table{Class: "runs", Head: []string{"strategy", "N", "completed", "lost", "attempts", "429", "529", "wall", "minimum", "ratio", "timed out"}}
 	for _, st := range sts {
 		t.Rows = append(t.Rows, []cell{{Text: st.Name, Class: "name"}, numCell(thousands(float64(st.N))), numCell(thousands(float64(st.Completed))),

@@ -3,6 +3,7 @@ package reports
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/go-echarts/go-echarts/v2/charts"
@@ -12,15 +13,13 @@ import (
 	"ratelab/results"
 )
 
-func init() {
-	registerPage(&taskPage{
-		ID:    "task3",
-		Title: "who gets the capacity: a token bucket and a keyed limiter",
-		Lead: "Each client has a bucket of b = 20 tokens refilling at r = 70 per second, in front of task 2's shedding. " +
-			"Over any stretch of time T a client can never get more than b + r·T through, and a client over its allowance hears 429 while everyone else is served.",
-		Modes: []fakegpu.Mode{fakegpu.ModeBucket, fakegpu.ModeRedis},
-		Build: buildTask3,
-	})
+// task3Page is the page of task 3.
+var task3Page = &taskPage{
+	ID:    "task3",
+	Title: "who gets the capacity: a token bucket and a keyed limiter",
+	Lead: "Each client has a bucket of b = 20 tokens refilling at r = 70 per second, in front of task 2's shedding. " +
+		"Over any stretch of time T a client can never get more than b + r·T through, and a client over its allowance hears 429 while everyone else is served.",
+	Build: buildTask3,
 }
 
 func buildTask3(s *site, runs []*results.Run) []block {
@@ -41,27 +40,37 @@ func buildTask3(s *site, runs []*results.Run) []block {
 	return blocks
 }
 
-// bucketOf returns the bucket a run's server gave each client.
-func bucketOf(r *results.Run) (rate, burst float64) {
-	cfg := serverConfig(r.Server)
-	return cfg.BucketRate, cfg.BucketBurst
+// bucketOf returns the bucket a run's server gave each client, as the run
+// recorded it; ok is false if the server had none (or the run is from an
+// old document, which did not record its server's settings).
+func bucketOf(r *results.Run) (rate, burst float64, ok bool) {
+	cfg, known := fakegpu.FromRecord(r.Server)
+	if !known || !cfg.Mode.Limited() {
+		return 0, 0, false
+	}
+	return cfg.BucketRate, cfg.BucketBurst, true
 }
 
 // boundBlock draws each client's successes so far, by send time, under the
-// bound b + r·t, and then the room left under the bound, which shows at a
-// glance that it never goes below zero.
+// bound b + r·t of its own bucket, as its run recorded it, and then the room
+// left under the bound, which shows at a glance that it never goes below
+// zero.
 func boundBlock(id string, runs []*results.Run) ([]block, bool) {
 	line, room := charts.NewLine(), charts.NewLine()
-	end, rate, burst := 0.0, 0.0, 0.0
+	type bucket struct{ rate, burst float64 }
+	end := 0.0
 	var over []*results.Run
+	var buckets []bucket // the distinct buckets of the runs in over, in order
 	for _, r := range runs {
-		br, bb := bucketOf(r)
-		if r.OfferedRPS <= br || len(r.Timeline[results.OutcomeOK]) == 0 || r.TimelineBinMS <= 0 {
+		rate, burst, ok := bucketOf(r)
+		if !ok || r.OfferedRPS <= rate || len(r.Timeline[results.OutcomeOK]) == 0 || r.TimelineBinMS <= 0 {
 			continue // a client under its allowance never meets the bound
 		}
 		over = append(over, r)
 		end = math.Max(end, r.DurationS)
-		rate, burst = br, bb
+		if b := (bucket{rate, burst}); !slices.Contains(buckets, b) {
+			buckets = append(buckets, b)
+		}
 	}
 	if len(over) == 0 {
 		return nil, false
@@ -72,14 +81,19 @@ func boundBlock(id string, runs []*results.Run) ([]block, bool) {
 	room.SetGlobalOptions(common(id+"_room",
 		axis{Name: "intended send time (s)", Min: 0, Max: math.Ceil(end)},
 		axis{Name: "room left under the bound: b + r·t − successes so far (requests)", Min: 0}, "axis")...)
-	minRoom := math.Inf(1)
-	var bound []opts.LineData
-	for t := 0.0; t <= end+1e-9; t += 0.25 {
-		bound = append(bound, xy(t, burst+rate*t))
+	var limits []string
+	for _, b := range buckets {
+		var bound []opts.LineData
+		for t := 0.0; t <= end+1e-9; t += 0.25 {
+			bound = append(bound, xy(t, b.burst+b.rate*t))
+		}
+		line.AddSeries(fmt.Sprintf("bound b + r·t = %g + %g·t", b.burst, b.rate), bound, lineOpts(colorInk, 2, "dashed", false)...)
+		limits = append(limits, fmt.Sprintf("%g + %g × %g = %g in %g s", b.burst, b.rate, end, b.burst+b.rate*end, end))
 	}
-	line.AddSeries(fmt.Sprintf("bound b + r·t = %g + %g·t", burst, rate), bound, lineOpts(colorInk, 2, "dashed", false)...)
+	minRoom := math.Inf(1)
 	var parts []string
 	for i, r := range over {
+		rate, burst, _ := bucketOf(r)
 		bin := r.TimelineBinMS / 1000
 		data := []opts.LineData{xy(0, 0)}
 		left := []opts.LineData{xy(0, burst)}
@@ -99,11 +113,16 @@ func boundBlock(id string, runs []*results.Run) ([]block, bool) {
 		room.AddSeries(r.Name, left, lineOpts(runColor(i), 2, "solid", true)...)
 		parts = append(parts, fmt.Sprintf("%s got %d", r.Name, r.OK))
 	}
-	limit := burst + rate*end
-	caption := fmt.Sprintf("No staircase crosses the dashed bound: %s, against at most %g + %g × %g = %g in %g s. The burst lets the first %g through at once; after that, exactly r per second.",
-		strings.Join(parts, ", "), burst, rate, end, limit, end, burst)
+	caption := fmt.Sprintf("No staircase crosses the dashed bound: %s, against at most %s. The burst lets the first %g through at once; after that, exactly r per second.",
+		strings.Join(parts, ", "), strings.Join(limits, ", or "), buckets[0].burst)
+	bursts := fmt.Sprintf("the burst of %g is", buckets[0].burst)
+	if len(buckets) > 1 {
+		caption = fmt.Sprintf("No staircase crosses the dashed bound of its bucket: %s, against at most %s. The burst lets the first requests through at once; after that, exactly r per second.",
+			strings.Join(parts, ", "), strings.Join(limits, ", or "))
+		bursts = "each burst is"
+	}
 	p := newPlot(id, 400, caption, line, axisTip(" s", " successes"))
-	roomCaption := fmt.Sprintf("The room never goes below zero (its least is %.1f requests): the burst of %g is spent in the first moments, and then the bucket admits exactly what drips in.", minRoom, burst)
+	roomCaption := fmt.Sprintf("The room never goes below zero (its least is %.1f requests): %s spent in the first moments, and then the bucket admits exactly what drips in.", minRoom, bursts)
 	rp := newPlot(id+"_room", 300, roomCaption, room, axisTip(" s", " requests of room"))
 	return []block{
 		{ID: id, Heading: "Successes never pass b + r·T",
@@ -136,8 +155,7 @@ func limitedBlock(id string, runs []*results.Run) (block, bool) {
 		}
 		end = math.Max(end, float64(len(counts))*bin)
 		line.AddSeries(r.Name, data, lineOpts(runColor(i), 2, "solid", true)...)
-		if len(after) > 0 {
-			rate, _ := bucketOf(r)
+		if rate, _, ok := bucketOf(r); ok && len(after) > 0 {
 			steady = append(steady, fmt.Sprintf("%s is refused %.0f/s (offered − %g)", r.Name, mean(after), rate))
 		}
 		n++

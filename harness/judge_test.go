@@ -1,0 +1,171 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ratelab/provider"
+	"ratelab/results"
+)
+
+// The tally puts each call in the timeline by the time it returned at: a
+// message in OK, an error or a panic in Failed, a call cut short by the
+// time limit in neither.
+func TestJudgeTallyTimeline(t *testing.T) {
+	limited := &provider.APIError{StatusCode: 429, Type: "rate_limit_error"}
+	type call struct {
+		err       error
+		at        time.Duration
+		cancelled bool // the strategy's time limit had passed
+	}
+	for _, tc := range []struct {
+		name   string
+		calls  []call
+		want   *results.JudgeTimeline
+		client results.JudgeTally
+	}{
+		{"no calls", nil, nil, results.JudgeTally{}},
+		{"messages by the time they returned", []call{{nil, 10 * time.Millisecond, false}, {nil, 260 * time.Millisecond, false}, {nil, 740 * time.Millisecond, false}},
+			&results.JudgeTimeline{BinMS: 250, OK: []int64{1, 1, 1}}, results.JudgeTally{OK: 3}},
+		{"errors and panics fail", []call{{limited, 100 * time.Millisecond, false}, {&panicError{"Create panicked: boom"}, 300 * time.Millisecond, false}, {nil, 0, false}},
+			&results.JudgeTimeline{BinMS: 250, OK: []int64{1, 0}, Failed: []int64{1, 1}},
+			results.JudgeTally{OK: 1, Failed: 2, Errors: map[string]int{"429 rate_limit_error": 1, "panic": 1}}},
+		{"unfinished calls have no time", []call{{nil, 100 * time.Millisecond, false}, {context.DeadlineExceeded, 20 * time.Second, true}},
+			&results.JudgeTimeline{BinMS: 250, OK: []int64{1}}, results.JudgeTally{OK: 1, Unfinished: 1}},
+		{"an answer after the limit still counts", []call{{limited, 600 * time.Millisecond, true}},
+			&results.JudgeTimeline{BinMS: 250, OK: []int64{0, 0, 0}, Failed: []int64{0, 0, 1}},
+			results.JudgeTally{Failed: 1, Errors: map[string]int{"429 rate_limit_error": 1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done, cancel := context.WithCancel(context.Background())
+			cancel()
+			tl := newJudgeTally()
+			for _, c := range tc.calls {
+				ctx := context.Background()
+				if c.cancelled {
+					ctx = done
+				}
+				err := c.err
+				if c.cancelled && errors.Is(err, context.DeadlineExceeded) {
+					err = ctx.Err()
+				}
+				tl.record(ctx, err, c.at)
+			}
+			assert.Equal(t, tc.want, tl.timeline(), "timeline after %v", tc.calls)
+			assert.Equal(t, tc.client, tl.result(), "tally after %v", tc.calls)
+		})
+	}
+}
+
+// callAll measures each call from just before the first, on its own clock:
+// in a synctest bubble the times are exact. Each fake call takes the
+// milliseconds in its prompt's MaxTokens and fails if its model is "fail".
+func TestJudgeCallAllTimeline(t *testing.T) {
+	call := func(ctx context.Context, p provider.MessageParams) error {
+		if err := sleepCtx(ctx, time.Duration(p.MaxTokens)*time.Millisecond); err != nil {
+			return err
+		}
+		if p.Model == "fail" {
+			return &provider.APIError{StatusCode: 529, Type: "overloaded_error"}
+		}
+		return nil
+	}
+	prompts := []provider.MessageParams{{MaxTokens: 240}, {MaxTokens: 50}, {MaxTokens: 300}, {MaxTokens: 300}, {Model: "fail", MaxTokens: 600}, {MaxTokens: 5000}}
+	for _, tc := range []struct {
+		firstAlone bool
+		want       results.JudgeTimeline
+	}{
+		// All at once: 50 and 240 ms, 300 twice, the failure at 600.
+		{false, results.JudgeTimeline{BinMS: 250, OK: []int64{2, 2, 0}, Failed: []int64{0, 0, 1}}},
+		// The first alone, the rest 240 ms later: 240, then 290, 540
+		// twice, the failure at 840.
+		{true, results.JudgeTimeline{BinMS: 250, OK: []int64{1, 1, 2, 0}, Failed: []int64{0, 0, 0, 1}}},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			// The last call outlasts the time limit of one second.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			tl, wall := callAll(ctx, call, prompts, tc.firstAlone)
+			assert.Equal(t, time.Second, wall, "callAll(firstAlone=%t): wall", tc.firstAlone)
+			got := tl.timeline()
+			require.NotNil(t, got)
+			assert.Equal(t, tc.want, *got, "callAll(firstAlone=%t): timeline", tc.firstAlone)
+			assert.Equal(t, results.JudgeTally{OK: 4, Failed: 1, Unfinished: 1, Errors: map[string]int{"529 overloaded_error": 1}}, tl.result())
+		})
+	}
+}
+
+// creatorFunc adapts a function to Creator.
+type creatorFunc func(ctx context.Context, p provider.MessageParams) (*provider.Message, error)
+
+func (f creatorFunc) Create(ctx context.Context, p provider.MessageParams) (*provider.Message, error) {
+	return f(ctx, p)
+}
+
+// Judge runs each strategy with its own key against the API and takes its
+// counts from the API's /stats; a polite client that panics is reported,
+// not fatal.
+func TestJudge(t *testing.T) {
+	srv, err := provider.New(provider.DefaultConfig())
+	require.NoError(t, err)
+	in, err := provider.Listen(srv, "127.0.0.1:0")
+	require.NoError(t, err)
+	defer in.Close()
+	w := results.JudgeWorkload{N: 12, PromptTokens: 40, PrefixTokens: 10, MaxTokens: 4, MaxInFlight: 4}
+	var built []PoliteOptions
+	rep, err := Judge(context.Background(), JudgeOptions{
+		URL: in.URL, InProcess: true, Workload: w, Strategies: []string{"naive", "polite", "polite-cached"}, Client: "test",
+		NewPolite: func(o PoliteOptions) Creator {
+			built = append(built, o)
+			if len(built) == 2 {
+				panic("not implemented")
+			}
+			return creatorFunc(func(ctx context.Context, p provider.MessageParams) (*provider.Message, error) {
+				return &provider.Message{}, postMessage(ctx, o.HTTPClient, o.BaseURL, o.APIKey, p)
+			})
+		},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, results.JudgeSchema, rep.Schema)
+	assert.Equal(t, "test", rep.Client)
+	assert.Equal(t, w, rep.Workload)
+	assert.Equal(t, provider.DefaultConfig().Limits(), rep.Limits)
+	require.Len(t, rep.Strategies, 3)
+	naive, polite, cached := rep.Strategies[0], rep.Strategies[1], rep.Strategies[2]
+	for _, st := range []results.JudgeStrategy{naive, polite} {
+		assert.Equal(t, int64(12), st.Completed, "%s: completed, from the API", st.Name)
+		assert.Equal(t, int64(12), st.Server.Completed, "%s: the API's count for its key", st.Name)
+		assert.Equal(t, 12, st.Client.OK, "%s: what the calls returned", st.Name)
+		assert.Empty(t, st.Error, st.Name)
+		assert.Positive(t, st.MinSeconds, st.Name)
+	}
+	assert.NotEqual(t, naive.Key, polite.Key, "each strategy has its own key")
+	require.Len(t, built, 2)
+	assert.Equal(t, PoliteOptions{BaseURL: in.URL, APIKey: polite.Key, HTTPClient: built[0].HTTPClient, RPM: rep.Limits.RequestsPerMinute,
+		ITPM: rep.Limits.InputTokensPerMinute, MaxInFlight: 4}, built[0])
+	assert.Equal(t, "NewPoliteClient panicked: not implemented", cached.Error)
+	assert.Equal(t, int64(12), cached.Lost)
+}
+
+func TestJudgeOptions(t *testing.T) {
+	w := DefaultJudgeWorkload()
+	for _, tc := range []struct {
+		o    JudgeOptions
+		want string
+	}{
+		{JudgeOptions{URL: "http://127.0.0.1:1", Workload: w, Strategies: []string{"eager"}}, `unknown strategy "eager"`},
+		{JudgeOptions{URL: "http://127.0.0.1:1", Workload: results.JudgeWorkload{N: 1, PromptTokens: 1, MaxTokens: 1}}, "must be at least 1"},
+		{JudgeOptions{URL: "http://127.0.0.1:1", Workload: results.JudgeWorkload{N: 1, PromptTokens: 10, PrefixTokens: 10, MaxTokens: 1, MaxInFlight: 1}}, "PrefixTokens 10"},
+		{JudgeOptions{URL: "http://127.0.0.1:1", Workload: w}, "need NewPolite"},
+		{JudgeOptions{URL: "http://example.com", Workload: w, Strategies: []string{"naive"}}, "example.com"},
+	} {
+		_, err := Judge(context.Background(), tc.o)
+		assert.ErrorContains(t, err, tc.want, "Judge(%+v)", tc.o)
+	}
+}
