@@ -111,7 +111,15 @@ func startServerFiles(ctx context.Context, bin string, files []*os.File, args ..
 		c.URL, c.StatsURL = u[0], u[1]
 		return c, nil
 	case <-c.done:
-		return nil, fmt.Errorf("the server exited at start: %v: %s", c.err, firstLines(c.stderr.String(), 4))
+		how := "exit status 0"
+		if c.err != nil {
+			how = c.err.Error()
+		}
+		msg := fmt.Sprintf("it exited as it started, before listening (%s)", how)
+		if out := firstLines(c.stderr.String(), 4); out != "" {
+			msg += ": " + out
+		}
+		return nil, errors.New(msg)
 	case <-time.After(15 * time.Second):
 		c.stop()
 		return nil, errors.New("the server did not start listening within 15 s")

@@ -114,6 +114,10 @@ type Task struct {
 	Unit *Unit
 
 	grade func(ctx context.Context, g *grading) error
+	// planned lists the checks the task's floods record, in order: a check
+	// that could not run is still recorded, so the maximum score is the
+	// same on every run.
+	planned func() []planned
 }
 
 // grading collects one task's checks and runs.
@@ -122,6 +126,9 @@ type grading struct {
 	opts Options
 	doc  *results.Document
 	tmp  string // scratch folder for binaries and overlays, removed at the end
+	// expect is every check this grading must record: the unit checks and,
+	// unless it stops after them, the planned flood checks.
+	expect []planned
 }
 
 func (g *grading) logf(format string, args ...any) {
@@ -233,6 +240,8 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 		opts.Seed = NewSeed()
 	}
 	g := &grading{task: task, opts: opts, doc: doc}
+	g.expect = expectedChecks(task, opts.UnitOnly)
+	notRun := "" // why flood checks were not run, when the grader decided so
 	g.logf("%s: %s (%s)", task.ID, task.Title, opts.Impl)
 	if opts.Root != "" {
 		rec, bad, err := CheckIntegrity(opts.Root)
@@ -249,6 +258,7 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 			doc.Notes = append(doc.Notes, "calibration failed: "+c.Reason+"; floods were not run")
 			opts.UnitOnly = true
 			g.opts.UnitOnly = true
+			notRun = "not judged: the machine could not keep the lesson's rates (" + c.Reason + "); this is the machine, not your code"
 			defer func() {
 				doc.Checks = append(doc.Checks, results.Check{
 					Task: task.ID, Name: "calibration", Status: results.StatusError,
@@ -276,6 +286,12 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 		defer os.RemoveAll(tmp)
 		err = task.grade(ctx, g)
 	}
+	var le *learnerError
+	if errors.As(err, &le) {
+		// The learner's code stopped the floods: its checks fail, named.
+		g.settle(results.StatusFail, le.Error())
+		err = nil
+	}
 	for _, r := range doc.Runs {
 		if r != nil && r.Task == "" {
 			r.Task = task.ID
@@ -283,15 +299,101 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 	}
 	doc.Finished = time.Now().UTC()
 	doc.Env = results.CurrentEnv("")
-	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+	switch {
+	case err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
 		doc.Interrupted = true
 		doc.Notes = append(doc.Notes, "interrupted: the checks cover only what finished")
-	} else if err != nil {
+		g.settle(results.StatusSkip, "not run: the grading was interrupted")
+	case err != nil:
 		doc.Checks = append(doc.Checks, results.Check{
 			Task: task.ID, Name: "grader", Status: results.StatusError,
 			Message: fmt.Sprintf("the grader could not finish: %v", err),
 		})
+		g.settle(results.StatusError, fmt.Sprintf("not run: the grader could not finish (%v); this is not your code", err))
+	case notRun != "":
+		g.settle(results.StatusError, notRun)
+	default:
+		g.settle(results.StatusError, "not recorded: the grader skipped this check without saying why (a grader bug)")
 	}
+	g.unplanned()
 	doc.Total()
 	return doc, err
+}
+
+// learnerError is an error caused by the learner's code that stops a
+// task's floods, such as a server built with it that exits as it starts.
+// The grader records the task's remaining checks as failed with its
+// message, which names the task and the file.
+type learnerError struct{ msg string }
+
+func (e *learnerError) Error() string { return e.msg }
+
+// learnerFault makes err, from a program built with the graded code, the
+// learner's failure when the graded tree is the learner's: the program
+// (what, such as "the server") runs their file for this task. Cancellation
+// stays what it is, and so does anything when the reference is graded,
+// since a failing reference is the grader's fault.
+func (g *grading) learnerFault(what string, err error) error {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if g.opts.Impl != Exercises && HasSolutions(g.opts.Root) {
+		return err
+	}
+	return &learnerError{fmt.Sprintf("task %d (%s): %s built with your code failed: %v", g.task.Number, g.file(), what, err)}
+}
+
+// expectedChecks lists every check a grading of task records: the unit
+// checks, then (unless unitOnly) the planned flood checks.
+func expectedChecks(task Task, unitOnly bool) []planned {
+	var out []planned
+	if task.Unit != nil {
+		for _, c := range task.Unit.Checks {
+			out = append(out, planned{"unit: " + c.Name, c.Points})
+		}
+	}
+	if !unitOnly && task.planned != nil {
+		out = append(out, task.planned()...)
+	}
+	return out
+}
+
+// recorded reports whether a check of this name is in the document.
+func (g *grading) recorded(name string) bool {
+	for _, c := range g.doc.Checks {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// settle records every expected check the grading did not record, with
+// status and why, so that the maximum score is the same however far the
+// grading got.
+func (g *grading) settle(status results.Status, why string) {
+	for _, c := range g.expect {
+		if !g.recorded(c.name) {
+			g.doc.Checks = append(g.doc.Checks, results.Check{
+				Task: g.task.ID, Name: c.name, Status: status, MaxScore: c.points, Message: why,
+			})
+		}
+	}
+}
+
+// unplanned records a grader error for every check recorded that the task
+// did not plan: its maximum score would then depend on how far it got.
+func (g *grading) unplanned() {
+	want := map[string]bool{"integrity": true, "calibration": true, "grader": true}
+	for _, c := range g.expect {
+		want[c.name] = true
+	}
+	for _, c := range g.doc.Checks {
+		if !want[c.Name] {
+			g.doc.Checks = append(g.doc.Checks, results.Check{
+				Task: g.task.ID, Name: "grader", Status: results.StatusError,
+				Message: fmt.Sprintf("the grader recorded a check it did not plan, %q (a grader bug: add it to the task's planned checks)", c.Name),
+			})
+		}
+	}
 }

@@ -26,10 +26,14 @@ type planned struct {
 	points float64
 }
 
-// skipAll records every planned check as skipped for why.
-func (g *grading) skipAll(checks []planned, why string) {
-	for _, c := range checks {
-		g.skipCheck(c.name, c.points, why)
+// skipRest records every expected check not recorded yet as skipped for
+// why: the floods cannot run, because the code does not compile or is not
+// written yet.
+func (g *grading) skipRest(why string) {
+	for _, c := range g.expect {
+		if !g.recorded(c.name) {
+			g.skipCheck(c.name, c.points, why)
+		}
 	}
 }
 
@@ -161,7 +165,7 @@ func (g *grading) floodChild(ctx context.Context, bin string, cfg fakegpu.Config
 	args := cfg.Args()
 	c, err := startServer(ctx, bin, append([]string{"--port", "0"}, args...)...)
 	if err != nil {
-		return nil, err
+		return nil, g.learnerFault("the server", err)
 	}
 	defer c.stop()
 	stats := harness.HTTPStats(c.URL)

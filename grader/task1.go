@@ -74,6 +74,18 @@ func task1Predicted(cfg fakegpu.Config, row task1Row, d time.Duration) (map[stri
 	return p, nil
 }
 
+// task1Planned lists task 1's checks, in the order checkTask1 records them.
+func task1Planned() []planned {
+	out := []planned{{"80/s: every request succeeds", 1}, {"80/s: p99 of successes under 250 ms", 1}}
+	for _, row := range task1Rows[1:4] {
+		out = append(out, planned{row.name + ": successes match the model", 2}, planned{row.name + ": the server keeps working for nobody", 1})
+	}
+	return append(out,
+		planned{"goodput falls as offered load rises", 1},
+		planned{"Break It 4: with a 30 s timeout every request succeeds", 1},
+		planned{"Break It 4: the p99 is seconds, as the model says", 1})
+}
+
 func gradeTask1(ctx context.Context, g *grading) error {
 	cfg := fakegpu.DefaultConfig()
 	d := g.floodDuration(task1Duration)

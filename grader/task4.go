@@ -114,7 +114,7 @@ func gradeTask4(ctx context.Context, g *grading) error {
 		}
 		notReady = fmt.Sprintf("the storm with %s %v", g.file(), err)
 	}
-	g.skipAll(task4Planned(), notReady)
+	g.skipRest(notReady)
 	return nil
 }
 
@@ -142,7 +142,7 @@ func (g *grading) runStorm(ctx context.Context, bin, url string, limit time.Dura
 	var st results.Storm
 	err := RunJSON(ctx, limit+30*time.Second, &st, bin, append([]string{"--url", url, "--limit", limit.String()}, args...)...)
 	if err != nil {
-		return nil, err
+		return nil, g.learnerFault("the storm's clients", err)
 	}
 	return &st, nil
 }

@@ -56,7 +56,7 @@ func gradeTask5(ctx context.Context, g *grading) error {
 		}
 		notReady = fmt.Sprintf("the judge with %s %v", g.file(), err)
 	}
-	g.skipAll(task5Planned(), notReady)
+	g.skipRest(notReady)
 	return nil
 }
 
@@ -64,7 +64,7 @@ func judgeTask5(ctx context.Context, g *grading, bin string) error {
 	g.logf("  judge: 2,000 relevance judgments of about 3,000 tokens, four strategies, against the fake API (about a minute) ...")
 	var rep results.JudgeReport
 	if err := RunJSON(ctx, task5Limit, &rep, bin, "--in-process", "--strategy", "all"); err != nil {
-		return err
+		return g.learnerFault("the judge", err)
 	}
 	g.doc.Judge = &rep
 	by := map[string]results.JudgeStrategy{}

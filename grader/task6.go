@@ -60,7 +60,7 @@ func gradeTask6(ctx context.Context, g *grading) error {
 		}
 		notReady = fmt.Sprintf("the server with %s %v", g.file(), err)
 	}
-	g.skipAll(task6Planned(), notReady)
+	g.skipRest(notReady)
 	return nil
 }
 
@@ -69,7 +69,7 @@ func gradeTask6(ctx context.Context, g *grading) error {
 func (g *grading) floodWorkers(ctx context.Context, bin string, cfg fakegpu.Config, o harness.Options) (*results.Run, error) {
 	w, err := StartWorkers(ctx, bin, task6Workers, 0, cfg.Args()...)
 	if err != nil {
-		return nil, err
+		return nil, g.learnerFault("the server", err)
 	}
 	defer w.Stop()
 	var each []harness.StatsFunc

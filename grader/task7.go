@@ -66,7 +66,7 @@ func gradeTask7(ctx context.Context, g *grading) error {
 		}
 		notReady = fmt.Sprintf("the scenario with %s %v", g.file(), err)
 	}
-	g.skipAll(task7Planned(), notReady)
+	g.skipRest(notReady)
 	return nil
 }
 
@@ -86,7 +86,7 @@ func (g *grading) breakerBinary(ctx context.Context) (string, error) {
 func (g *grading) runScenario(ctx context.Context, bin string, args ...string) (*results.Scenario, error) {
 	var sc results.Scenario
 	if err := RunJSON(ctx, 2*time.Minute, &sc, bin, args...); err != nil {
-		return nil, err
+		return nil, g.learnerFault("the dependency scenario", err)
 	}
 	if sc.Run == nil {
 		return nil, fmt.Errorf("the scenario printed no run")

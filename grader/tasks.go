@@ -16,7 +16,8 @@ var tasks = []Task{
 				"its wait plus the work fits in the client's timeout. Solve for the arrival\n" +
 				"time where that stops being true, then multiply by λ.",
 		},
-		grade: gradeTask1,
+		grade:   gradeTask1,
+		planned: task1Planned,
 	},
 	{
 		ID:      "task2",
@@ -50,7 +51,8 @@ var tasks = []Task{
 				{"every slot is given back, nothing left running", []string{"SlotAlwaysReleased", "NoGoroutineLeak"}, 2},
 			},
 		},
-		grade: gradeTask2,
+		grade:   gradeTask2,
+		planned: task2Planned,
 	},
 	{
 		ID:      "task3",
@@ -87,7 +89,8 @@ var tasks = []Task{
 				{"memory stays bounded under a flood of keys", []string{"KeyedLimiter/MemoryBoundedUnderKeyFlood"}, 1},
 			},
 		},
-		grade: gradeTask3,
+		grade:   gradeTask3,
+		planned: task3Planned,
 	},
 	{
 		ID:      "task4",
@@ -129,7 +132,8 @@ var tasks = []Task{
 				{"the budget is safe for concurrent use", []string{"BudgetConcurrent"}, 1},
 			},
 		},
-		grade: gradeTask4,
+		grade:   gradeTask4,
+		planned: task4Planned,
 	},
 	{
 		ID:      "task5",
@@ -174,7 +178,8 @@ var tasks = []Task{
 				{"a whole job near its minimum", []string{"PoliteClient/FinishesNearTheMinimum"}, 2},
 			},
 		},
-		grade: gradeTask5,
+		grade:   gradeTask5,
+		planned: task5Planned,
 	},
 	{
 		ID:      "task6",
@@ -209,7 +214,8 @@ var tasks = []Task{
 				{"fails open to a local bucket and comes back", []string{"Miniredis/FailOpen", "Redis/FailOpen"}, 1},
 			},
 		},
-		grade: gradeTask6,
+		grade:   gradeTask6,
+		planned: task6Planned,
 	},
 	{
 		ID:      "task7",
@@ -248,7 +254,8 @@ var tasks = []Task{
 				{"safe for concurrent use", []string{"Concurrent"}, 1},
 			},
 		},
-		grade: gradeTask7,
+		grade:   gradeTask7,
+		planned: task7Planned,
 	},
 }
 

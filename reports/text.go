@@ -55,6 +55,9 @@ func Text(w io.Writer, doc *results.Document) error {
 	if doc.Practice {
 		practice = " (PRACTICE RUN, --quick: not the graded score)"
 	}
+	if doc.Interrupted {
+		practice += " (INTERRUPTED: the checks that did not run score 0)"
+	}
 	fmt.Fprintf(ew, "\n%s %s: %s, score %s%s\n", doc.Task, doc.Impl, strings.ToUpper(string(doc.Status)), points(doc.Score, doc.MaxScore), practice)
 	return ew.err
 }

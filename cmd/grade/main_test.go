@@ -370,6 +370,23 @@ func TestInterruptedTaskWritesPartialResults(t *testing.T) {
 	assert.Equal(t, results.StatusFail, doc.Status)
 	require.NotEmpty(t, doc.Runs)
 	assert.True(t, doc.Runs[0].Interrupted)
+	// The score stands against the full maximum: every check that did not
+	// run is there, scoring 0, and the output says the run was interrupted.
+	full := 0.0
+	for _, c := range doc.Checks {
+		full += c.MaxScore
+	}
+	assert.Equal(t, 14.0, doc.MaxScore, "task 1's full maximum")
+	assert.Equal(t, full, doc.MaxScore)
+	assert.Contains(t, stdoutText+errOut.String(), "INTERRUPTED")
+	skipped := 0
+	for _, c := range doc.Checks {
+		if c.Status == results.StatusSkip {
+			skipped++
+			assert.Contains(t, c.Message, "interrupted")
+		}
+	}
+	assert.Positive(t, skipped)
 
 	// A second run into the same folder refuses to overwrite.
 	code, _, second := runCapture(t, context.Background(), "task1", "--out", dir)
