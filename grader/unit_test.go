@@ -169,3 +169,55 @@ func processesUnder(dir, want string) []string {
 func TestSeedEnvMatchesTheSuites(t *testing.T) {
 	assert.Equal(t, suitekit.SeedEnv, SeedEnv)
 }
+
+// TestServerThatExitsBlamesTheLearner grades code that passes its unit
+// tests but makes the server exit as it starts: the flood checks fail,
+// named for the learner's file, and the maximum stays the full one.
+func TestServerThatExitsBlamesTheLearner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles a variant and its server")
+	}
+	task, _ := Lookup("task2")
+	v := variantOf(t, "shedding", "shedding.go", "import (\n", "import (\n\t\"os\"\n\t\"path/filepath\"\n")
+	src, err := os.ReadFile(v)
+	require.NoError(t, err)
+	src = append(src, "\nfunc init() {\n\tif filepath.Ext(os.Args[0]) != \".test\" {\n\t\tos.Exit(0)\n\t}\n}\n"...)
+	require.NoError(t, os.WriteFile(v, src, 0o644))
+	var doc *results.Document
+	doc, err = Grade(context.Background(), task, Options{
+		Impl: Exercises, Root: repoRoot(t), UnitTimeout: time.Minute, allowEdited: true,
+		Replace: map[string]string{"exercises/shedding/shedding.go": v},
+	})
+	require.NoError(t, err, "the learner's failure, not the grader's")
+	assert.Equal(t, results.StatusFail, doc.Status)
+	full := 0.0
+	for _, c := range expectedChecks(task, false) {
+		full += c.points
+	}
+	assert.Equal(t, full, doc.MaxScore, "every planned check counts")
+	floods := 0
+	for _, c := range doc.Checks {
+		if strings.HasPrefix(c.Name, "unit: ") {
+			assert.Equal(t, results.StatusPass, c.Status, "%s: %s", c.Name, c.Message)
+			continue
+		}
+		floods++
+		assert.Equal(t, results.StatusFail, c.Status, c.Name)
+		assert.Contains(t, c.Message, "task 2 (exercises/shedding/shedding.go)")
+		assert.Contains(t, c.Message, "exited as it started")
+	}
+	assert.Equal(t, len(task2Planned()), floods)
+}
+
+// TestPlannedChecksAreDistinct: a planned name recorded twice would hide a
+// check that never ran.
+func TestPlannedChecksAreDistinct(t *testing.T) {
+	for _, task := range Tasks() {
+		seen := map[string]bool{}
+		for _, c := range expectedChecks(task, false) {
+			assert.False(t, seen[c.name], "%s plans %q twice", task.ID, c.name)
+			seen[c.name] = true
+			assert.Positive(t, c.points, "%s: %q", task.ID, c.name)
+		}
+	}
+}
