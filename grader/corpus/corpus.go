@@ -9,8 +9,9 @@
 // it) or broken (it does not build, panics, hangs or races, and the grader
 // must say so). The patch is a git-style unified diff with paths relative to
 // the repository root (a/solutions/<pkg>/<file>), so `git apply --check`
-// accepts it too. It may change several files of one package, Go or not.
-// The free text before the first "diff --git" line describes the mistake;
+// accepts it too (so does a plain `diff -u` with those paths as labels). It
+// may change several files of one package, Go or not. The free text before
+// the diff describes the mistake;
 // its "Caught-By: <subtest>" lines name the subtests that must fail. See
 // grader/testdata/README.md.
 //
@@ -207,29 +208,40 @@ func parse(rel string, b []byte) (Variant, error) {
 // checkFile returns the repository path that diff f changes, or why a
 // variant may not contain it.
 func checkFile(f *gitdiff.File) (string, error) {
+	oldName, newName := f.OldName, f.NewName
+	// Git's own header drops the a/ and b/ prefixes. From a plain diff -u,
+	// whose labels keep them, gitdiff takes one name for both sides.
+	if oldName == newName {
+		for _, prefix := range []string{"a/", "b/"} {
+			if rest, ok := strings.CutPrefix(oldName, prefix); ok {
+				oldName, newName = rest, rest
+				break
+			}
+		}
+	}
 	switch {
 	case f.IsNew, f.IsDelete, f.IsRename, f.IsCopy:
-		return "", fmt.Errorf("%s → %s: a variant changes files of the reference, it does not create, delete, rename or copy them", f.OldName, f.NewName)
+		return "", fmt.Errorf("%s → %s: a variant changes files of the reference, it does not create, delete, rename or copy them", oldName, newName)
 	case f.IsBinary:
-		return "", fmt.Errorf("%s: binary diffs are not supported", f.OldName)
-	case f.OldName != f.NewName:
-		return "", fmt.Errorf("%s and %s: a diff must name the same file on both sides", f.OldName, f.NewName)
+		return "", fmt.Errorf("%s: binary diffs are not supported", oldName)
+	case oldName != newName:
+		return "", fmt.Errorf("%s and %s: a diff must name the same file on both sides", oldName, newName)
 	case len(f.TextFragments) == 0:
-		return "", fmt.Errorf("%s: the diff has no hunk", f.OldName)
+		return "", fmt.Errorf("%s: the diff has no hunk", oldName)
 	}
 	for _, frag := range f.TextFragments {
 		if frag.OldLines == 0 {
-			return "", fmt.Errorf("%s: hunk %s has no context: make the diff with context lines (diff -u, git diff)", f.OldName, strings.TrimSpace(frag.Header()))
+			return "", fmt.Errorf("%s: hunk %s has no context: make the diff with context lines (diff -u, git diff)", oldName, strings.TrimSpace(frag.Header()))
 		}
 	}
-	parts := strings.Split(f.OldName, "/")
+	parts := strings.Split(oldName, "/")
 	if len(parts) != 3 || parts[0] != solutions || parts[1] == "" {
-		return "", fmt.Errorf("%s: want a file of the reference, %s/<pkg>/<file> (paths in the diff are relative to the repository root)", f.OldName, solutions)
+		return "", fmt.Errorf("%s: want a file of the reference, %s/<pkg>/<file> (paths in the diff are relative to the repository root)", oldName, solutions)
 	}
 	if strings.HasSuffix(parts[2], "_test.go") {
-		return "", fmt.Errorf("%s: a variant changes the code under test, not the tests", f.OldName)
+		return "", fmt.Errorf("%s: a variant changes the code under test, not the tests", oldName)
 	}
-	return f.OldName, nil
+	return oldName, nil
 }
 
 // parsePreamble splits a patch's preamble into its description and its

@@ -189,6 +189,19 @@ func TestApplyChangesSeveralFiles(t *testing.T) {
 	assert.Equal(t, strings.Replace(demoLua, "math.min(n, limit)", "n", 1), read(t, replace["exercises/demo/demo.lua"]))
 }
 
+func TestApplyTakesAPlainUnifiedDiff(t *testing.T) {
+	// diff -u --label a/solutions/demo/demo.go --label b/solutions/demo/demo.go:
+	// no "diff --git" line, and the labels keep their a/ and b/.
+	plain := strings.Replace(noCap, "diff --git a/solutions/demo/demo.go b/solutions/demo/demo.go\n", "", 1)
+	root := newRoot(t, map[string]string{"grader/testdata/wrong/task9/no-cap.patch": plain})
+	v := loadOne(t, root)
+	assert.Equal(t, []string{"solutions/demo/demo.go"}, v.Files)
+	assert.Equal(t, []string{"Demo/Caps"}, v.CaughtBy)
+	replace, err := v.Apply(root, t.TempDir())
+	require.NoError(t, err)
+	assert.Equal(t, strings.Replace(demoGo, "return min(n, limit)", "return n // WRONG: no limit", 1), read(t, replace["exercises/demo/demo.go"]))
+}
+
 func TestApplyFollowsAMovedHunk(t *testing.T) {
 	// The reference gained lines above the hunk and changed a line outside
 	// it: the patch still applies, and the change reaches the variant.
