@@ -726,7 +726,7 @@ func (s *suite) concurrent(t *testing.T) {
 	for round := range 8 {
 		x := s.breaker(t, Settings{Window: 200, FailureRatio: 0.5, MinCalls: 200, Cooldown: time.Second, HalfOpenMax: 4})
 		var refused atomic.Int64
-		hammer(t, 8, func(int) {
+		suitekit.Hammer(t, 8, "a call", func(int) {
 			for range 25 {
 				done, err := x.b.Allow()
 				if err != nil {
@@ -749,7 +749,7 @@ func (s *suite) concurrent(t *testing.T) {
 	cfg := Settings{Window: 10, FailureRatio: 0.5, MinCalls: 5, Cooldown: 100 * time.Millisecond, HalfOpenMax: 2}
 	x := s.breaker(t, cfg)
 	var bad atomic.Value // string: the first wrong answer
-	hammer(t, 8, func(g int) {
+	suitekit.Hammer(t, 8, "a call", func(g int) {
 		rng := rand.New(rand.NewPCG(uint64(g), 99))
 		for range 400 {
 			if st := x.impl.State(x.b); st < Closed || st > HalfOpen {
@@ -777,30 +777,6 @@ func (s *suite) concurrent(t *testing.T) {
 	time.Sleep(cfg.Cooldown)
 	x.admit("every call has reported and a full Cooldown has passed: whatever the state, a call must go through " +
 		"(if not, a trial slot leaked under concurrency)")
-}
-
-// hammer runs f(g) in n goroutines for g in [0, n), released at once, and
-// waits for them all. A panic in any fails the subtest.
-func hammer(t *testing.T, n int, f func(g int)) {
-	t.Helper()
-	var (
-		wg    sync.WaitGroup
-		first atomic.Value // string: the first panic report
-		start = make(chan struct{})
-	)
-	for g := range n {
-		wg.Go(func() {
-			<-start
-			if r, stack := suitekit.Catch(func() { f(g) }); r != nil {
-				first.CompareAndSwap(nil, suitekit.PanicReport(fmt.Sprintf("a call in goroutine %d", g), r, stack))
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if msg := first.Load(); msg != nil {
-		t.Fatal(msg)
-	}
 }
 
 func (s *suite) stateString(t *testing.T) {
