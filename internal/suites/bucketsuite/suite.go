@@ -231,7 +231,7 @@ func (s *suite) exactWait(t *testing.T) {
 	x.expect(1, false, 333333334, "wait = (1 − 0)/3 s = 333333333.3ns, rounded up to the nanosecond")
 	time.Sleep(333333333)
 	x.expect(1, false, 1, "after 333333333ns only 0.999999999 tokens are there; 0.33ns remain, rounded up to 1ns")
-	time.Sleep(1)
+	time.Sleep(time.Nanosecond)
 	x.expect(1, true, 0, "after 333333334ns the token is there")
 
 	// rate 10/s, 0.3 tokens after 30ms.
