@@ -3,11 +3,11 @@ package grader
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
-	"path"
-	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"ratelab/grader/corpus"
 	"ratelab/results"
 )
 
@@ -29,23 +30,36 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// gradeUnit grades task's unit stage with the files srcs swapped in for the
-// exercise's files of the same names.
-func gradeUnit(t *testing.T, task Task, impl Impl, srcs ...string) *results.Document {
+// gradeUnit grades task's unit stage of impl, with the files of replace
+// (repository path → file to read instead) swapped in.
+func gradeUnit(t *testing.T, task Task, impl Impl, replace map[string]string) *results.Document {
 	t.Helper()
-	opts := Options{Impl: impl, Root: repoRoot(t), UnitOnly: true, UnitTimeout: 20 * time.Second, allowEdited: true}
-	for _, src := range srcs {
-		if src == "" {
-			continue
-		}
-		if opts.Replace == nil {
-			opts.Replace = map[string]string{}
-		}
-		opts.Replace[path.Join(string(Exercises), task.Unit.Package, filepath.Base(src))] = src
-	}
+	opts := Options{Impl: impl, Root: repoRoot(t), UnitOnly: true, UnitTimeout: 20 * time.Second, Replace: replace, allowEdited: true}
 	doc, err := Grade(context.Background(), task, opts)
 	require.NoError(t, err)
 	return doc
+}
+
+// loadCorpus returns the variants of kind under testdata, each applied to
+// the current reference: its overlay for gradeUnit.
+func loadCorpus(t *testing.T, kind corpus.Kind) ([]corpus.Variant, map[string]map[string]string) {
+	t.Helper()
+	root := repoRoot(t)
+	all, err := corpus.Load(root)
+	require.NoError(t, err)
+	var vs []corpus.Variant
+	replace := map[string]map[string]string{}
+	for _, v := range all {
+		if v.Kind != kind {
+			continue
+		}
+		r, err := v.Apply(root, t.TempDir())
+		require.NoError(t, err)
+		vs = append(vs, v)
+		replace[v.ID()] = r
+	}
+	require.NotEmpty(t, vs, "no %s variants in %s", kind, corpus.Dir)
+	return vs, replace
 }
 
 // failedMessages joins the messages of every check that did not pass.
@@ -59,45 +73,62 @@ func failedMessages(doc *results.Document) string {
 	return b.String()
 }
 
-var caughtByRE = regexp.MustCompile(`caught by (\w+)`)
-
-// TestWrongImplementationsFail runs every variant under testdata/wrong: each
-// must lose points, with a failed check naming the subtest its header says
-// catches it.
+// TestWrongImplementationsFail grades every wrong variant of the corpus
+// (grader/testdata/wrong, see its README): each must lose points, and each
+// subtest its patch names in a Caught-By line must fail, named in the
+// message of its check.
 func TestWrongImplementationsFail(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles and tests every known-wrong variant")
 	}
-	variants, err := filepath.Glob("testdata/wrong/*/*")
-	require.NoError(t, err)
-	require.NotEmpty(t, variants)
+	variants, replace := loadCorpus(t, corpus.Wrong)
 	for _, v := range variants {
-		taskID := filepath.Base(filepath.Dir(v))
-		name := filepath.Base(v)
-		t.Run(taskID+"/"+name, func(t *testing.T) {
-			task, ok := Lookup(taskID)
-			require.True(t, ok, "unknown task %s", taskID)
-			files, err := filepath.Glob(filepath.Join(v, "*"))
-			require.NoError(t, err)
-			require.NotEmpty(t, files)
-			var m []string
-			for _, f := range files {
-				src, err := os.ReadFile(f)
-				require.NoError(t, err)
-				first, _, _ := strings.Cut(string(src), "\n")
-				if m = caughtByRE.FindStringSubmatch(first); m != nil {
-					break
-				}
-			}
-			require.NotNil(t, m, "%s: the first line of one of its files must say which subtest catches it", v)
-			doc := gradeUnit(t, task, Exercises, files...)
+		t.Run(v.ID(), func(t *testing.T) {
+			task, ok := Lookup(v.Task)
+			require.True(t, ok, "unknown task %s", v.Task)
+			doc := gradeUnit(t, task, Exercises, replace[v.ID()])
 			assert.Equal(t, results.StatusFail, doc.Status, "status")
 			assert.Less(t, doc.Score, doc.MaxScore, "a wrong implementation must lose points")
-			msgs := failedMessages(doc)
-			assert.Contains(t, msgs, m[1], "a failed check should name %s", m[1])
-			assert.NotContains(t, msgs, "not implemented", "a wrong variant is implemented")
+			for _, sub := range v.CaughtBy {
+				c, ok := unitCheckOf(task, sub)
+				require.True(t, ok, "%s: Caught-By %s is no subtest of %s's unit checks", v.Path, sub, task.ID)
+				got := findCheck(doc, "unit: "+c.Name)
+				require.NotNil(t, got, "no check %q in the results", c.Name)
+				assert.NotEqual(t, results.StatusPass, got.Status, "check %q (which holds %s) passed", c.Name, sub)
+				assert.Regexp(t, namesFailedSubtest(sub), got.Message, "the message of %q should name %s as failed", c.Name, sub)
+			}
+			assert.NotContains(t, failedMessages(doc), "not implemented", "a wrong variant is implemented")
 		})
 	}
+}
+
+// unitCheckOf returns the unit check of task that holds subtest sub.
+func unitCheckOf(task Task, sub string) (UnitCheck, bool) {
+	if task.Unit == nil {
+		return UnitCheck{}, false
+	}
+	for _, c := range task.Unit.Checks {
+		if slices.Contains(c.Subtests, sub) {
+			return c, true
+		}
+	}
+	return UnitCheck{}, false
+}
+
+// findCheck returns doc's check called name, or nil.
+func findCheck(doc *results.Document, name string) *results.Check {
+	for i := range doc.Checks {
+		if doc.Checks[i].Name == name {
+			return &doc.Checks[i]
+		}
+	}
+	return nil
+}
+
+// namesFailedSubtest matches how a unit check's message reports subtest sub
+// as failed, skipped or unfinished ("...: Sub: why", "; Sub did not finish").
+func namesFailedSubtest(sub string) *regexp.Regexp {
+	return regexp.MustCompile(`(: |; )` + regexp.QuoteMeta(sub) + `(: | did not | was skipped)`)
 }
 
 // TestBrokenCodeIsReported checks that compile errors, panics, deadlocks
@@ -107,31 +138,33 @@ func TestBrokenCodeIsReported(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out a deadlock's test timeout")
 	}
-	tests := []struct {
-		name string
-		want []string
-	}{
-		{"compile-error", []string{"does not compile", "shedding.go", "undefinedName"}},
-		{"panics", []string{"boom in RetryAfterSeconds", "nil map"}},
-		{"deadlock", []string{"never finished"}},
-		{"data-race", []string{"data race"}},
+	want := map[string][]string{ // variant → what the failed checks must say
+		"task2/compile-error": {"does not compile", "shedding.go", "undefinedName"},
+		"task2/panics":        {"boom in RetryAfterSeconds", "nil map"},
+		"task2/deadlock":      {"never finished"},
+		"task2/data-race":     {"data race"},
 	}
-	task, _ := Lookup("task2")
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if tt.name == "data-race" && !raceAvailable() {
+	variants, replace := loadCorpus(t, corpus.Broken)
+	for _, v := range variants {
+		t.Run(v.ID(), func(t *testing.T) {
+			require.Contains(t, want, v.ID(), "%s: say here what the grader must report", v.Path)
+			if v.Name == "data-race" && !raceAvailable() {
 				t.Skip("the race detector needs cgo and a C compiler")
 			}
-			doc := gradeUnit(t, task, Exercises, filepath.Join("testdata/broken/task2", tt.name, "shedding.go"))
+			task, ok := Lookup(v.Task)
+			require.True(t, ok, "unknown task %s", v.Task)
+			doc := gradeUnit(t, task, Exercises, replace[v.ID()])
 			assert.Equal(t, results.StatusFail, doc.Status)
 			assert.Less(t, doc.Score, doc.MaxScore)
 			msgs := failedMessages(doc)
-			for _, w := range tt.want {
+			for _, w := range want[v.ID()] {
 				assert.Contains(t, msgs, w)
 			}
-			assert.Contains(t, msgs, "task 2 (exercises/shedding/shedding.go)", "messages name the task and file")
+			assert.Contains(t, msgs, fmt.Sprintf("task %d (exercises/%s/%s)", task.Number, task.Unit.Package, task.Unit.File), "messages name the task and file")
 		})
+		delete(want, v.ID())
 	}
+	assert.Empty(t, want, "broken variants missing from %s/broken", corpus.Dir)
 }
 
 func raceAvailable() bool {
@@ -168,7 +201,7 @@ func TestStubsScoreZero(t *testing.T) {
 			continue
 		}
 		t.Run(task.ID, func(t *testing.T) {
-			doc := gradeUnit(t, task, Exercises)
+			doc := gradeUnit(t, task, Exercises, nil)
 			assert.Zero(t, doc.Score, "a stub must score 0")
 			for _, c := range doc.Checks {
 				assert.Contains(t, c.Message, "not implemented yet", "%s", c.Name)
@@ -188,67 +221,34 @@ func TestSolutionsPassUnits(t *testing.T) {
 			continue
 		}
 		t.Run(task.ID, func(t *testing.T) {
-			doc := gradeUnit(t, task, Solutions)
+			doc := gradeUnit(t, task, Solutions, nil)
 			assert.Equal(t, results.StatusPass, doc.Status, failedMessages(doc))
 			assert.Equal(t, doc.MaxScore, doc.Score)
 		})
 	}
 }
 
-// TestWrongVariantsStayNearTheReference keeps the corpus honest as the
-// reference changes. Each variant is the reference with one mistake, stored
-// whole so that the overlay can swap it in and a reader sees the file as a
-// learner would write it; the price is that a fix or refactoring of the
-// reference does not reach the variants. A variant differs from
-// solutions/<pkg>/<file> in a few lines (2 to 23, and 58 for task 6's
-// non-atomic limiter, which rewrites one script call as three round trips);
-// one that drifts further fails here and should be made again from the
-// current reference.
-func TestWrongVariantsStayNearTheReference(t *testing.T) {
-	const maxChanged = 80 // lines added or removed, per file
+// TestCorpusAppliesToTheReference checks, quickly, that every variant of
+// the corpus still applies to the current reference and changes it, and that
+// its task and Caught-By subtests exist: a change to the reference that
+// breaks a patch fails here, naming the hunk, rather than in the slow tests.
+func TestCorpusAppliesToTheReference(t *testing.T) {
 	root := repoRoot(t)
-	variants, err := filepath.Glob("testdata/wrong/*/*")
+	variants, err := corpus.Load(root)
 	require.NoError(t, err)
 	require.NotEmpty(t, variants)
 	for _, v := range variants {
-		taskID := filepath.Base(filepath.Dir(v))
-		t.Run(taskID+"/"+filepath.Base(v), func(t *testing.T) {
-			task, ok := Lookup(taskID)
-			require.True(t, ok, "unknown task %s", taskID)
-			files, err := filepath.Glob(filepath.Join(v, "*"))
-			require.NoError(t, err)
-			total := 0
-			for _, f := range files {
-				got, err := os.ReadFile(f)
-				require.NoError(t, err)
-				ref, err := os.ReadFile(filepath.Join(root, string(Solutions), task.Unit.Package, filepath.Base(f)))
-				require.NoError(t, err, "%s has no counterpart in the reference", f)
-				lines := strings.Split(string(got), "\n")
-				if strings.Contains(lines[0], "WRONG (") {
-					lines = lines[1:] // the header that says what is wrong
-				}
-				n := lineChanges(strings.Split(string(ref), "\n"), lines)
-				assert.LessOrEqual(t, n, maxChanged, "%s differs from the reference in %d lines: remake it from the current reference", f, n)
-				total += n
+		t.Run(string(v.Kind)+"/"+v.ID(), func(t *testing.T) {
+			task, ok := Lookup(v.Task)
+			require.True(t, ok, "%s: unknown task %s", v.Path, v.Task)
+			require.NotNil(t, task.Unit, "%s: task %s has no unit stage to grade it", v.Path, v.Task)
+			assert.Equal(t, task.Unit.Package, v.Package, "%s patches another task's package", v.Path)
+			_, err := v.Apply(root, t.TempDir())
+			require.NoError(t, err, "remake the variant from the current reference: see %s/README.md", corpus.Dir)
+			for _, sub := range v.CaughtBy {
+				_, ok := unitCheckOf(task, sub)
+				assert.True(t, ok, "%s: Caught-By %s is no subtest of %s's unit checks (grader/tasks.go)", v.Path, sub, task.ID)
 			}
-			assert.Positive(t, total, "%s is the reference itself, so it cannot be wrong", v)
 		})
 	}
-}
-
-// lineChanges counts the lines of a missing from b plus those of b missing
-// from a, as multisets: a rough diff size that ignores moves.
-func lineChanges(a, b []string) int {
-	count := map[string]int{}
-	for _, l := range a {
-		count[strings.TrimSpace(l)]++
-	}
-	for _, l := range b {
-		count[strings.TrimSpace(l)]--
-	}
-	n := 0
-	for _, c := range count {
-		n += max(c, -c)
-	}
-	return n
 }

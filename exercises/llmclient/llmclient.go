@@ -255,12 +255,14 @@ func (c *PoliteClient) Create(ctx context.Context, params provider.MessageParams
 	// to retry; wait the full-jitter backoff, or at least retry-after;
 	// stop early when ctx ends. Each attempt follows the five steps in the
 	// PoliteClient comment: take a slot, respect the hold, wait on the
-	// buckets, send, and learn from the answer's headers and usage. Let
-	// one request at a time through the buckets (the others queue on a
-	// channel), and take a prompt larger than the input bucket's burst in
-	// pieces of at most the burst: otherwise requests collect their tokens
-	// side by side and go out in a bunch.
-	_ = body
+	// buckets, send with c.send (below: it posts body once and returns the
+	// answer's headers, and a *provider.APIError for any status but 200),
+	// and learn from the answer's headers and usage. Let one request at a
+	// time through the buckets (the others queue on a channel), and take a
+	// prompt larger than the input bucket's burst in pieces of at most the
+	// burst: otherwise requests collect their tokens side by side and go
+	// out in a bunch.
+	_, _ = body, c.send // for the loop you write
 	lab.NotImplemented(5, "PoliteClient.Create")
 	return nil, nil
 }

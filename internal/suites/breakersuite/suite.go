@@ -429,7 +429,7 @@ func (s *suite) failsFastWhileOpen(t *testing.T) {
 	}
 	time.Sleep(time.Minute - 999*59*time.Millisecond - 1)
 	x.refuse("1ns before the cooldown ends the breaker is still open")
-	time.Sleep(1)
+	time.Sleep(time.Nanosecond)
 	x.admit("Cooldown=1m after opening the breaker is half-open and lets a trial through; " +
 		"refused calls must not restart the cooldown")
 }
@@ -448,7 +448,7 @@ func (s *suite) cooldownExact(t *testing.T) {
 	time.Sleep(cooldown - 1)
 	x.expectState(Open, "1ns before Cooldown=30.25s has passed since the breaker opened at t=5s, it is still open")
 	x.refuse("1ns before the end of the cooldown Allow still fails fast")
-	time.Sleep(1)
+	time.Sleep(time.Nanosecond)
 	x.expectState(HalfOpen, "exactly Cooldown=30.25s after opening, State reports half-open, even before any Allow "+
 		"(work the transition out from time.Now in State too)")
 	x.admit("half-open: the first trial call goes through")
@@ -459,7 +459,7 @@ func (s *suite) cooldownExact(t *testing.T) {
 	x.trip(1, "")
 	time.Sleep(cooldown - 1)
 	x.refuse("1ns before the end of the cooldown Allow still fails fast")
-	time.Sleep(1)
+	time.Sleep(time.Nanosecond)
 	x.admit("exactly Cooldown=30.25s after opening, Allow lets a trial call through without State being called " +
 		"(work the transition out from time.Now in Allow)")
 	x.expectState(HalfOpen, "with a trial call out the breaker is half-open")
@@ -598,7 +598,7 @@ func (s *suite) halfOpenFailureReopens(t *testing.T) {
 	x.refuse("open again: fail fast")
 	time.Sleep(cooldown - 1)
 	x.refuse("the new cooldown is a full Cooldown=10s from the failed trial: 1ns before its end, still open")
-	time.Sleep(1)
+	time.Sleep(time.Nanosecond)
 	c := x.admit("Cooldown=10s after the failed trial: half-open again")
 	d := x.admit("half-open again with HalfOpenMax=2: a second trial")
 	x.report(c, false, "trial 3")
@@ -632,7 +632,7 @@ func (s *suite) staleOutcomesIgnored(t *testing.T) {
 	x.report(slow[1], false, "slow call 2, let through while closed")
 	time.Sleep(cooldown/2 - 1)
 	x.refuse("a stale failure reported while open must not restart the cooldown: still open 1ns before its end")
-	time.Sleep(1)
+	time.Sleep(time.Nanosecond)
 	x.expectState(HalfOpen, "Cooldown=10s after opening: half-open, whatever stale outcomes arrived meanwhile")
 
 	// While half-open.
@@ -706,7 +706,7 @@ func (s *suite) defaultSettings(t *testing.T) {
 		x.sequence("F", "O", why+"\n10 failures of 10")
 		time.Sleep(30*time.Second - 1)
 		x.refuse(why + "\n1ns before Cooldown=30s has passed")
-		time.Sleep(1)
+		time.Sleep(time.Nanosecond)
 		trial := x.admit(why + "\nCooldown=30s has passed: half-open")
 		x.refuse(why + "\nHalfOpenMax=1 trial is out")
 		x.report(trial, true, "the trial")
@@ -725,7 +725,7 @@ func (s *suite) concurrent(t *testing.T) {
 	for round := range 8 {
 		x := s.breaker(t, Settings{Window: 200, FailureRatio: 0.5, MinCalls: 200, Cooldown: time.Second, HalfOpenMax: 4})
 		var refused atomic.Int64
-		hammer(t, 8, func(int) {
+		suitekit.Hammer(t, 8, "a call", func(int) {
 			for range 25 {
 				done, err := x.b.Allow()
 				if err != nil {
@@ -748,7 +748,7 @@ func (s *suite) concurrent(t *testing.T) {
 	cfg := Settings{Window: 10, FailureRatio: 0.5, MinCalls: 5, Cooldown: 100 * time.Millisecond, HalfOpenMax: 2}
 	x := s.breaker(t, cfg)
 	var bad atomic.Value // string: the first wrong answer
-	hammer(t, 8, func(g int) {
+	suitekit.Hammer(t, 8, "a call", func(g int) {
 		rng := rand.New(rand.NewPCG(uint64(g), 99))
 		for range 400 {
 			if st := x.impl.State(x.b); st < Closed || st > HalfOpen {
@@ -776,30 +776,6 @@ func (s *suite) concurrent(t *testing.T) {
 	time.Sleep(cfg.Cooldown)
 	x.admit("every call has reported and a full Cooldown has passed: whatever the state, a call must go through " +
 		"(if not, a trial slot leaked under concurrency)")
-}
-
-// hammer runs f(g) in n goroutines for g in [0, n), released at once, and
-// waits for them all. A panic in any fails the subtest.
-func hammer(t *testing.T, n int, f func(g int)) {
-	t.Helper()
-	var (
-		wg    sync.WaitGroup
-		first atomic.Value // string: the first panic report
-		start = make(chan struct{})
-	)
-	for g := range n {
-		wg.Go(func() {
-			<-start
-			if r, stack := suitekit.Catch(func() { f(g) }); r != nil {
-				first.CompareAndSwap(nil, suitekit.PanicReport(fmt.Sprintf("a call in goroutine %d", g), r, stack))
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if msg := first.Load(); msg != nil {
-		t.Fatal(msg)
-	}
 }
 
 func (s *suite) stateString(t *testing.T) {

@@ -23,7 +23,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -232,7 +231,7 @@ func (s *suite) exactWait(t *testing.T) {
 	x.expect(1, false, 333333334, "wait = (1 − 0)/3 s = 333333333.3ns, rounded up to the nanosecond")
 	time.Sleep(333333333)
 	x.expect(1, false, 1, "after 333333333ns only 0.999999999 tokens are there; 0.33ns remain, rounded up to 1ns")
-	time.Sleep(1)
+	time.Sleep(time.Nanosecond)
 	x.expect(1, true, 0, "after 333333334ns the token is there")
 
 	// rate 10/s, 0.3 tokens after 30ms.
@@ -365,7 +364,7 @@ func (s *suite) concurrentNeverExceedsBurst(t *testing.T) {
 	for round := range rounds {
 		x := s.bucket(t, 1, burst)
 		var admitted atomic.Int64
-		hammer(t, goroutines, func(int) {
+		suitekit.Hammer(t, goroutines, "TryTake", func(int) {
 			for range calls {
 				if ok, _ := x.b.TryTake(1); ok {
 					admitted.Add(1)
@@ -394,7 +393,7 @@ func (s *suite) concurrentRefillBound(t *testing.T) {
 	x := s.bucket(t, rate, burst)
 	start := time.Now()
 	var admitted atomic.Int64
-	hammer(t, goroutines, func(g int) {
+	suitekit.Hammer(t, goroutines, "TryTake", func(g int) {
 		rng := rand.New(rand.NewPCG(uint64(g), 3))
 		for range calls {
 			if ok, _ := x.b.TryTake(1); ok {
@@ -414,30 +413,6 @@ func (s *suite) concurrentRefillBound(t *testing.T) {
 		t.Fatalf("%d goroutines over %v admitted %v; want about burst + rate×elapsed = %.3f (at least %.3f)\n"+
 			"tokens went missing: a denied call must not spend tokens or restart the refill, even under concurrent calls",
 			goroutines, elapsed, got, most, most-2)
-	}
-}
-
-// hammer runs f(0) … f(n-1) in n goroutines that start together, waits for
-// them and fails t if any panicked.
-func hammer(t *testing.T, n int, f func(g int)) {
-	t.Helper()
-	var (
-		wg    sync.WaitGroup
-		first atomic.Value // string: the first panic report
-		start = make(chan struct{})
-	)
-	for g := range n {
-		wg.Go(func() {
-			<-start
-			if r, stack := suitekit.Catch(func() { f(g) }); r != nil {
-				first.CompareAndSwap(nil, suitekit.PanicReport(fmt.Sprintf("TryTake in goroutine %d", g), r, stack))
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if msg := first.Load(); msg != nil {
-		t.Fatal(msg)
 	}
 }
 
@@ -484,7 +459,7 @@ func (s *suite) concurrentPerKey(t *testing.T) {
 	)
 	x := s.keyed(t, 1, burst)
 	var admitted [keys]atomic.Int64
-	hammer(t, goroutines, func(int) {
+	suitekit.Hammer(t, goroutines, "TryTake", func(int) {
 		for i := range calls {
 			if ok, _ := x.k.TryTake("key"+strconv.Itoa(i%keys), 1); ok {
 				admitted[i%keys].Add(1)

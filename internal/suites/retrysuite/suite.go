@@ -1192,7 +1192,7 @@ func (s *suite) budgetConcurrent(t *testing.T) {
 	)
 	b := s.budget(t, ratio)
 	var allowed atomic.Int64
-	hammer(t, goroutines, func(int) {
+	suitekit.Hammer(t, goroutines, "OnFirstAttempt or TryRetry", func(int) {
 		for range rounds {
 			b.OnFirstAttempt()
 			if b.TryRetry() {
@@ -1216,10 +1216,10 @@ func (s *suite) budgetConcurrent(t *testing.T) {
 		reqs[i] = newGet(t)
 	}
 	var failures atomic.Value
-	hammer(t, calls, func(g int) {
+	suitekit.Hammer(t, calls, "CallWithRetries", func(g int) {
 		out, msg := s.callWith(t.Context(), srv.client(), reqs[g], Options{MaxTries: maxTries, Base: 10 * time.Millisecond, Cap: 100 * time.Millisecond, Jitter: true, Budget: b})
 		if msg != "" {
-			panic(report(msg))
+			panic(suitekit.Failure(msg))
 		}
 		if out.resp != nil || !errors.Is(out.err, s.impl.ErrGaveUp) {
 			failures.CompareAndSwap(nil, fmt.Sprintf("CallWithRetries = (%v, %v); want (nil, an error wrapping ErrGaveUp)", respStatus(out.resp), out.err))
@@ -1234,38 +1234,6 @@ func (s *suite) budgetConcurrent(t *testing.T) {
 			calls, ratio, retries, hi, ratio, calls)
 	}
 }
-
-// hammer runs f(0) … f(n−1) in n goroutines started together, and fails t
-// with the first panic any of them raised.
-func hammer(t *testing.T, n int, f func(g int)) {
-	t.Helper()
-	var (
-		wg    sync.WaitGroup
-		first atomic.Value
-		start = make(chan struct{})
-	)
-	for g := range n {
-		wg.Go(func() {
-			<-start
-			if r, stack := suitekit.Catch(func() { f(g) }); r != nil {
-				msg, ok := r.(report)
-				if !ok {
-					msg = report(suitekit.PanicReport(fmt.Sprintf("goroutine %d", g), r, stack))
-				}
-				first.CompareAndSwap(nil, msg)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if msg := first.Load(); msg != nil {
-		t.Fatal(msg)
-	}
-}
-
-// A report is a failure message that a goroutine of hammer panics with, to
-// be passed on as it is.
-type report string
 
 // --- A real server ---
 

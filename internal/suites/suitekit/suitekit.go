@@ -1,9 +1,10 @@
 // Package suitekit holds what the frozen test suites share: calling code
 // that may not work yet (a panic becomes a failed subtest with a report,
 // never a crashed test binary, and a stub that is not written yet is named
-// by its TODO message alone, without a stack), running named checks in
-// synctest bubbles that start at a random instant, and the run's seed for
-// every random input (Seed, Rand, Property).
+// by its TODO message alone, without a stack), calling it from many
+// goroutines at once, running named checks in synctest bubbles that start
+// at a random instant, and the run's seed for every random input (Seed,
+// Rand, Property).
 package suitekit
 
 import (
@@ -11,6 +12,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -45,6 +48,49 @@ func PanicReport(call string, r any, stack []byte) string {
 func Report(call string, f func()) string {
 	if r, stack := Catch(f); r != nil {
 		return PanicReport(call, r, stack)
+	}
+	return ""
+}
+
+// A Failure is a message that a goroutine under Hammer panics with to fail
+// the subtest with that message alone, without a stack.
+type Failure string
+
+// Hammer runs f(0) … f(n−1) in n goroutines released together, so that
+// they call the code under test at the same time, and waits for them all.
+// If any panicked it fails t with the first report: a Failure as it is, any
+// other value as PanicReport describes it, naming the call "what in
+// goroutine g" (what is such as "TryTake").
+func Hammer(t testing.TB, n int, what string, f func(g int)) {
+	t.Helper()
+	if msg := hammer(n, what, f); msg != "" {
+		t.Fatal(msg)
+	}
+}
+
+// hammer is Hammer without t: it returns the first report, or "".
+func hammer(n int, what string, f func(g int)) string {
+	var (
+		wg    sync.WaitGroup
+		first atomic.Pointer[string]
+		start = make(chan struct{})
+	)
+	for g := range n {
+		wg.Go(func() {
+			<-start
+			if r, stack := Catch(func() { f(g) }); r != nil {
+				msg, ok := r.(Failure)
+				if !ok {
+					msg = Failure(PanicReport(fmt.Sprintf("%s in goroutine %d", what, g), r, stack))
+				}
+				first.CompareAndSwap(nil, (*string)(&msg))
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if msg := first.Load(); msg != nil {
+		return *msg
 	}
 	return ""
 }
