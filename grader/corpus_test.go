@@ -83,6 +83,9 @@ func TestWrongImplementationsFail(t *testing.T) {
 	}
 	variants, replace := loadCorpus(t, corpus.Wrong)
 	for _, v := range variants {
+		if len(v.CaughtBy) == 0 {
+			continue // judged only in the floods: TestWrongImplementationsFailTheirFloods
+		}
 		t.Run(v.ID(), func(t *testing.T) {
 			task, ok := Lookup(v.Task)
 			require.True(t, ok, "unknown task %s", v.Task)
@@ -249,6 +252,90 @@ func TestCorpusAppliesToTheReference(t *testing.T) {
 				_, ok := unitCheckOf(task, sub)
 				assert.True(t, ok, "%s: Caught-By %s is no subtest of %s's unit checks (grader/tasks.go)", v.Path, sub, task.ID)
 			}
+			planned := map[string]bool{}
+			for _, c := range expectedChecks(task, false) {
+				planned[c.name] = true
+			}
+			for _, name := range v.CaughtByChecks {
+				assert.True(t, planned[name], "%s: Caught-By-Check %q is not a check %s plans", v.Path, name, task.ID)
+			}
+		})
+	}
+}
+
+// TestWrongImplementationsFailTheirFloods grades, floods included, every
+// wrong variant whose patch names flood checks (Caught-By-Check lines):
+// each named check must fail. These are the mistakes a unit suite cannot
+// see, and the code that behaves only while it is tested; the floods judge
+// them from the server's, the fake API's or Redis's own records.
+func TestWrongImplementationsFailTheirFloods(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods every flood-judged variant")
+	}
+	variants, replace := loadCorpus(t, corpus.Wrong)
+	for _, v := range variants {
+		if len(v.CaughtByChecks) == 0 {
+			continue
+		}
+		t.Run(v.ID(), func(t *testing.T) {
+			task, ok := Lookup(v.Task)
+			require.True(t, ok, "unknown task %s", v.Task)
+			planned := map[string]bool{}
+			for _, c := range expectedChecks(task, false) {
+				planned[c.name] = true
+			}
+			for _, name := range v.CaughtByChecks {
+				require.True(t, planned[name], "%s: Caught-By-Check %q is not a check %s plans", v.Path, name, task.ID)
+			}
+			doc, err := Grade(context.Background(), task, Options{
+				Impl: Exercises, Root: repoRoot(t), Replace: replace[v.ID()], allowEdited: true,
+				Quick: true, Log: testLog{t},
+			})
+			require.NoError(t, err)
+			for _, name := range v.CaughtByChecks {
+				c := findCheck(doc, name)
+				require.NotNil(t, c, "no check %q in the results", name)
+				assert.Equal(t, results.StatusFail, c.Status, "check %q: %s", name, c.Message)
+			}
+			assert.Less(t, doc.Score, doc.MaxScore, "a wrong implementation must lose points")
+		})
+	}
+}
+
+// testLog sends the grader's progress lines to the test log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestRightImplementationsPass grades every right variant of the corpus
+// (correct code written otherwise than the reference), floods included: each
+// must score full marks. A check that fails one judges the reference's way
+// of doing things, not the task's promise.
+func TestRightImplementationsPass(t *testing.T) {
+	if testing.Short() {
+		t.Skip("grades every right variant with its floods")
+	}
+	root := repoRoot(t)
+	variants, err := corpus.Load(root)
+	require.NoError(t, err)
+	for _, v := range variants {
+		if v.Kind != corpus.Right {
+			continue
+		}
+		t.Run(v.ID(), func(t *testing.T) {
+			task, ok := Lookup(v.Task)
+			require.True(t, ok, "unknown task %s", v.Task)
+			replace, err := v.Apply(root, t.TempDir())
+			require.NoError(t, err)
+			doc, err := Grade(context.Background(), task, Options{
+				Impl: Exercises, Root: root, Replace: replace, allowEdited: true, Quick: true, Log: testLog{t},
+			})
+			require.NoError(t, err)
+			assert.Equal(t, results.StatusPass, doc.Status, failedMessages(doc))
+			assert.Equal(t, doc.MaxScore, doc.Score)
 		})
 	}
 }

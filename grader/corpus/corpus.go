@@ -53,6 +53,11 @@ const (
 	// Broken code does not build, panics, deadlocks or races: the grader
 	// must report it without crashing or hanging.
 	Broken Kind = "broken"
+	// Right code is correct but written otherwise than the reference (a
+	// GCRA bucket, a sharded limiter, another retry loop): the grader must
+	// give it full marks, floods included. It proves the checks judge the
+	// task's promises, not the reference's way of keeping them.
+	Right Kind = "right"
 )
 
 // The folders that graded code comes from and goes to.
@@ -62,8 +67,11 @@ const (
 )
 
 // caughtByKey starts a preamble line that names a subtest which must catch
-// the variant.
-const caughtByKey = "Caught-By:"
+// the variant; checkKey one that names a flood check which must catch it.
+const (
+	caughtByKey = "Caught-By:"
+	checkKey    = "Caught-By-Check:"
+)
 
 // Variant is one entry of the corpus: a patch that puts one mistake into the
 // reference of a task.
@@ -89,6 +97,12 @@ type Variant struct {
 	// them (the path under its top-level test, such as
 	// "TokenBucket/CapsAtBurst"), from the preamble's Caught-By lines.
 	CaughtBy []string
+	// CaughtByChecks are the grader's flood checks that must fail, by the
+	// name the document records (such as "shed 240/s: 503s say when to
+	// come back"), from the preamble's Caught-By-Check lines. A variant
+	// with them is graded with its floods; one written to pass the unit
+	// tests (code that behaves only while tested) has no CaughtBy.
+	CaughtByChecks []string
 
 	diffs []*gitdiff.File
 }
@@ -113,7 +127,7 @@ func Load(root string) ([]Variant, error) {
 		out  []Variant
 		errs []error
 	)
-	for _, kind := range []Kind{Wrong, Broken} {
+	for _, kind := range []Kind{Wrong, Broken, Right} {
 		base := path.Join(Dir, string(kind))
 		err := filepath.WalkDir(filepath.Join(root, filepath.FromSlash(base)), func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -160,8 +174,8 @@ func parse(rel string, b []byte) (Variant, error) {
 		return v, fmt.Errorf("%s: not a variant: want %s/<wrong|broken>/<task>/<name>.patch", rel, Dir)
 	}
 	v.Kind, v.Task, v.Name = Kind(parts[0]), parts[1], strings.TrimSuffix(parts[2], ".patch")
-	if v.Kind != Wrong && v.Kind != Broken {
-		return v, fmt.Errorf("%s: kind %q is neither %q nor %q", rel, v.Kind, Wrong, Broken)
+	if v.Kind != Wrong && v.Kind != Broken && v.Kind != Right {
+		return v, fmt.Errorf("%s: kind %q is none of %q, %q and %q", rel, v.Kind, Wrong, Broken, Right)
 	}
 	if !taskRE.MatchString(v.Task) {
 		return v, fmt.Errorf("%s: folder %q is not a task id such as task3", rel, v.Task)
@@ -178,12 +192,15 @@ func parse(rel string, b []byte) (Variant, error) {
 		return v, fmt.Errorf("%s: no diff in it: want a preamble, then a git-style diff against %s/", rel, solutions)
 	}
 	v.diffs = diffs
-	v.Summary, v.CaughtBy = parsePreamble(preamble)
+	v.Summary, v.CaughtBy, v.CaughtByChecks = parsePreamble(preamble)
 	if v.Summary == "" {
 		return v, fmt.Errorf("%s: the preamble (the text before the first diff) must say what is wrong", rel)
 	}
-	if v.Kind == Wrong && len(v.CaughtBy) == 0 {
-		return v, fmt.Errorf("%s: a wrong variant needs at least one %q line naming the subtest that catches it", rel, caughtByKey)
+	if v.Kind == Right && len(v.CaughtBy)+len(v.CaughtByChecks) > 0 {
+		return v, fmt.Errorf("%s: a right variant must pass everything, so it names nothing that catches it", rel)
+	}
+	if v.Kind == Wrong && len(v.CaughtBy) == 0 && len(v.CaughtByChecks) == 0 {
+		return v, fmt.Errorf("%s: a wrong variant needs at least one %q line naming the subtest that catches it, or a %q line naming the flood check", rel, caughtByKey, checkKey)
 	}
 	for _, f := range diffs {
 		name, err := checkFile(f)
@@ -245,11 +262,17 @@ func checkFile(f *gitdiff.File) (string, error) {
 
 // parsePreamble splits a patch's preamble into its description and its
 // Caught-By subtests.
-func parsePreamble(preamble string) (summary string, caughtBy []string) {
+func parsePreamble(preamble string) (summary string, caughtBy, checks []string) {
 	var lines []string
 	sc := bufio.NewScanner(strings.NewReader(preamble))
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), " \t")
+		if rest, ok := strings.CutPrefix(line, checkKey); ok {
+			if s := strings.TrimSpace(rest); s != "" {
+				checks = append(checks, s)
+			}
+			continue
+		}
 		if rest, ok := strings.CutPrefix(line, caughtByKey); ok {
 			if s := strings.TrimSpace(rest); s != "" {
 				caughtBy = append(caughtBy, s)
@@ -258,7 +281,7 @@ func parsePreamble(preamble string) (summary string, caughtBy []string) {
 		}
 		lines = append(lines, line)
 	}
-	return strings.TrimSpace(strings.Join(lines, "\n")), caughtBy
+	return strings.TrimSpace(strings.Join(lines, "\n")), caughtBy, checks
 }
 
 // Apply writes the variant's patched files into dir (which should be empty,

@@ -160,11 +160,15 @@ func TestParsePreamble(t *testing.T) {
 		{"Caught-By:\nno subtest named\n", "no subtest named", nil},
 		{"caught-by: A\n", "caught-by: A", nil}, // the key is spelt exactly
 		{"", "", nil},
+		{"Caught-By-Check: shed 240/s: x\n", "", nil}, // a flood check, not a subtest
 	} {
-		summary, caughtBy := parsePreamble(tt.in)
+		summary, caughtBy, _ := parsePreamble(tt.in)
 		assert.Equal(t, tt.summary, summary, "parsePreamble(%q) summary", tt.in)
 		assert.Equal(t, tt.caughtBy, caughtBy, "parsePreamble(%q) Caught-By", tt.in)
 	}
+	_, subs, checks := parsePreamble("Only in the floods.\n\nCaught-By-Check: shed 240/s: 503s say when to come back\nCaught-By: LineBound\n")
+	assert.Equal(t, []string{"shed 240/s: 503s say when to come back"}, checks)
+	assert.Equal(t, []string{"LineBound"}, subs)
 }
 
 func TestApplyOverlaysThePackage(t *testing.T) {
