@@ -298,6 +298,7 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 		}
 	}
 	doc.Finished = time.Now().UTC()
+	doc.TaskSeconds = map[string]float64{task.ID: doc.Finished.Sub(doc.Started).Seconds()}
 	doc.Env = results.CurrentEnv("")
 	switch {
 	case err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):

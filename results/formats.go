@@ -6,8 +6,11 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"math"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Location points a check at the file a learner edits, for annotations and
@@ -24,6 +27,7 @@ type Locator func(task string) Location
 type junitSuites struct {
 	XMLName xml.Name     `xml:"testsuites"`
 	Name    string       `xml:"name,attr"`
+	Time    string       `xml:"time,attr"` // seconds
 	Tests   int          `xml:"tests,attr"`
 	Fails   int          `xml:"failures,attr"`
 	Errors  int          `xml:"errors,attr"`
@@ -33,6 +37,7 @@ type junitSuites struct {
 
 type junitSuite struct {
 	Name    string      `xml:"name,attr"`
+	Time    string      `xml:"time,attr"` // seconds
 	Tests   int         `xml:"tests,attr"`
 	Fails   int         `xml:"failures,attr"`
 	Errors  int         `xml:"errors,attr"`
@@ -43,6 +48,7 @@ type junitSuite struct {
 type junitCase struct {
 	Name      string        `xml:"name,attr"`
 	Classname string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"` // seconds; checks are not timed one by one: 0
 	File      string        `xml:"file,attr,omitempty"`
 	Failure   *junitProblem `xml:"failure,omitempty"`
 	Error     *junitProblem `xml:"error,omitempty"`
@@ -61,19 +67,21 @@ type junitProblem struct {
 // score of each check in its system-out. An inconclusive check is an error
 // of type "inconclusive": like ratelab's own errors it could not be judged,
 // and CI systems show errors as loudly as failures (a skip is easily
-// missed).
+// missed). Times are in seconds: the whole grading on testsuites, each
+// task's grading on its testsuite (TaskSeconds), and 0 on each testcase,
+// since checks are judged together, not timed one by one.
 func WriteJUnit(w io.Writer, doc *Document, loc Locator) error {
-	out := junitSuites{Name: "ratelab " + doc.Task}
+	out := junitSuites{Name: "ratelab " + doc.Task, Time: junitSeconds(doc.Finished.Sub(doc.Started).Seconds())}
 	byTask := map[string]*junitSuite{}
 	var order []string
 	for _, c := range doc.Checks {
 		s := byTask[c.Task]
 		if s == nil {
-			s = &junitSuite{Name: "ratelab." + c.Task}
+			s = &junitSuite{Name: "ratelab." + c.Task, Time: junitSeconds(doc.TaskSeconds[c.Task])}
 			byTask[c.Task] = s
 			order = append(order, c.Task)
 		}
-		tc := junitCase{Name: c.Name, Classname: "ratelab." + c.Task, SystemOut: fmt.Sprintf("score %g of %g: %s", c.Score, c.MaxScore, c.Message)}
+		tc := junitCase{Name: c.Name, Classname: "ratelab." + c.Task, Time: "0.000", SystemOut: fmt.Sprintf("score %g of %g: %s", c.Score, c.MaxScore, c.Message)}
 		if loc != nil {
 			tc.File = loc(c.Task).File
 		}
@@ -115,6 +123,14 @@ func WriteJUnit(w io.Writer, doc *Document, loc Locator) error {
 	return err
 }
 
+// junitSeconds formats a duration in seconds as JUnit's time attribute.
+func junitSeconds(s float64) string {
+	if s < 0 || math.IsNaN(s) || math.IsInf(s, 0) {
+		s = 0
+	}
+	return strconv.FormatFloat(s, 'f', 3, 64)
+}
+
 // ClassroomResult is the JSON that GitHub Classroom's
 // autograding-grading-reporter reads (base64-encoded) from a runner step.
 type ClassroomResult struct {
@@ -136,28 +152,90 @@ type ClassroomTest struct {
 	Duration int     `json:"duration"` // milliseconds
 }
 
-// Classroom converts doc to GitHub Classroom's format. A skipped check
-// counts as failed with score 0, since the reporter knows no skips. An
-// inconclusive check (or document) is reported as an error, score 0, its
-// message saying so: the reporter knows only pass, fail and error, and
-// error is the one that does not blame the learner for noise.
+// Classroom converts doc to GitHub Classroom's format, shaped for what its
+// reporter (classroom-resources/autograding-grading-reporter v1) prints:
+//
+//   - Its "Total points" line is passed tests / all tests × max_score, not
+//     the sum of the scores. So a check worth k whole points becomes k tests
+//     of one point each ("(point 2 of 3)"), all passing or all failing, and
+//     the printed total is exactly the document's score. A check whose
+//     points are not whole, or that is worth none (an error such as a
+//     failed calibration, in a document that is an error anyway), is one
+//     test; the printed total is then not exact.
+//   - It prints a failed test's name and test_code but never its message,
+//     and an error's message but never its name. So a failed check's name
+//     carries its reason, test_code the command that replays it (with the
+//     run's seed), and an error's message starts with its name.
+//
+// A skipped check counts as failed with score 0, since the reporter knows
+// no skips. An inconclusive check (or document) is reported as an error,
+// score 0, its message saying so: the reporter knows only pass, fail and
+// error, and error is the one that does not blame the learner for noise.
 func Classroom(doc *Document, loc Locator) ClassroomResult {
 	out := ClassroomResult{Version: 1, Status: classroomStatus(doc.Status), MaxScore: doc.MaxScore, Tests: []ClassroomTest{}}
 	for _, c := range doc.Checks {
-		t := ClassroomTest{
-			Name: c.Task + ": " + c.Name, Status: classroomStatus(c.Status), Score: c.Score,
-			Message: c.Message, TestCode: "grade " + c.Task,
-		}
+		status := classroomStatus(c.Status)
+		name := c.Task + ": " + c.Name
+		msg := c.Message
 		if c.Status == StatusInconclusive {
-			t.Message = "inconclusive: " + c.Message
+			msg = "inconclusive: " + msg
+		}
+		first := ClassroomTest{Name: name, Status: status, Message: msg}
+		switch status {
+		case "fail":
+			first.Name = name + " — " + firstLine(msg, classroomReasonMax)
+			first.TestCode = replayCommand(doc, c.Task)
+		case "error":
+			first.Message = name + ": " + msg
 		}
 		if loc != nil {
 			l := loc(c.Task)
-			t.Filename, t.LineNo = l.File, l.Line
+			first.Filename, first.LineNo = l.File, l.Line
 		}
-		out.Tests = append(out.Tests, t)
+		points := 1
+		if k := c.MaxScore; k >= 1 && k == float64(int(k)) {
+			points = int(k)
+		}
+		for i := range points {
+			t := first
+			if points > 1 {
+				t.Name = fmt.Sprintf("%s (point %d of %d)", name, i+1, points)
+				if i == 0 {
+					t.Name = fmt.Sprintf("%s (point 1 of %d)", first.Name, points)
+				} else {
+					t.Message, t.TestCode = "", ""
+				}
+			}
+			t.Score = c.Score / float64(points)
+			out.Tests = append(out.Tests, t)
+		}
 	}
 	return out
+}
+
+// classroomReasonMax bounds the reason a failed test's name carries.
+const classroomReasonMax = 240
+
+// firstLine returns s up to its first newline, shortened to at most max
+// bytes (on a rune boundary) with "…" when cut.
+func firstLine(s string, max int) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// replayCommand is the command that grades task again with doc's seed.
+func replayCommand(doc *Document, task string) string {
+	if doc.Seed != 0 {
+		return fmt.Sprintf("go run ./cmd/grade %s --seed %d", task, doc.Seed)
+	}
+	return "go run ./cmd/grade " + task
 }
 
 func classroomStatus(s Status) string {

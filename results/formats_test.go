@@ -5,6 +5,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +57,9 @@ func TestJUnit(t *testing.T) {
 }
 
 func TestClassroom(t *testing.T) {
-	s, err := ClassroomBase64(sampleDoc(), loc)
+	d := sampleDoc()
+	d.Seed = 42
+	s, err := ClassroomBase64(d, loc)
 	require.NoError(t, err)
 	raw, err := base64.StdEncoding.DecodeString(s)
 	require.NoError(t, err)
@@ -63,15 +70,107 @@ func TestClassroom(t *testing.T) {
 	assert.Equal(t, "error", m["status"], "an error check makes the run an error")
 	assert.EqualValues(t, 6, m["max_score"])
 	tests := m["tests"].([]any)
-	require.Len(t, tests, 4)
+	require.Len(t, tests, 6, "one test per point: 1 + 2 + 2 + 1")
 	first := tests[1].(map[string]any)
 	for _, k := range []string{"name", "status", "score", "message", "test_code", "filename", "line_no", "duration"} {
 		assert.Contains(t, first, k)
 	}
 	assert.Equal(t, "fail", first["status"])
+	assert.Equal(t, "task2: shed 240/s: successes — 640 succeeded; want 800–840 (point 1 of 2)", first["name"], "a failed test's name carries its reason")
+	assert.Equal(t, "go run ./cmd/grade task2 --seed 42", first["test_code"])
+	assert.Equal(t, "task2: shed 240/s: successes (point 2 of 2)", tests[2].(map[string]any)["name"])
 	assert.Equal(t, "exercises/shedding/shedding.go", first["filename"])
 	assert.EqualValues(t, 70, first["line_no"])
-	assert.Equal(t, "fail", tests[2].(map[string]any)["status"], "a skip counts as a fail for Classroom")
+	assert.Equal(t, "fail", tests[3].(map[string]any)["status"], "a skip counts as a fail for Classroom")
+	last := tests[5].(map[string]any)
+	assert.Equal(t, "error", last["status"])
+	assert.Equal(t, "task3: bucket 100/s: not judged: unreliable, 50%, a:b", last["message"], "an error's message names its check")
+	total := 0.0
+	for _, x := range tests {
+		total += x.(map[string]any)["score"].(float64)
+	}
+	assert.Equal(t, d.Score, total)
+}
+
+// TestClassroomReporter runs GitHub Classroom's own reporter
+// (classroom-resources/autograding-grading-reporter v1, its bundled
+// dist/main.js, vendored under testdata with its licence) on our output:
+// the total it prints for the learner and the points it notifies must be
+// the document's score, and every failed or erring check must show why.
+func TestClassroomReporter(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: the Classroom reporter is a Node program")
+	}
+	for _, tt := range []struct {
+		name  string
+		doc   *Document
+		exact bool
+	}{
+		{"all pass", classroomDoc(StatusPass, StatusPass, StatusPass), true},
+		{"some fail", classroomDoc(StatusPass, StatusFail, StatusSkip), true},
+		{"score 29 of 35", manyChecks(35, 29), true},
+		{"with an error", sampleDoc(), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b64, err := ClassroomBase64(tt.doc, loc)
+			require.NoError(t, err)
+			cmd := exec.Command(node, filepath.Join("testdata", "classroom-reporter", "main.js"))
+			cmd.Env = append(os.Environ(), "INPUT_RUNNERS=ratelab", "RATELAB_RESULTS="+b64, "NO_COLOR=1", "GITHUB_ACTIONS=")
+			out, _ := cmd.CombinedOutput() // it exits 1 when anything failed
+			text := ansi.ReplaceAllString(string(out), "")
+			assert.Contains(t, text, fmt.Sprintf("::notice title=Autograding complete::Points %g/%g", tt.doc.Score, tt.doc.MaxScore), text)
+			if tt.exact {
+				assert.Contains(t, text, fmt.Sprintf("Total points for ratelab: %.2f/%g", tt.doc.Score, tt.doc.MaxScore), text)
+			}
+			for _, c := range tt.doc.Checks {
+				switch c.Status {
+				case StatusFail, StatusSkip:
+					assert.Contains(t, text, c.Name+" — "+c.Message, "a failed check shows its reason")
+				case StatusError:
+					assert.Contains(t, text, "Error: "+c.Task+": "+c.Name+": "+c.Message, "an error shows its check and message")
+				}
+			}
+		})
+	}
+}
+
+// ansi matches terminal colour codes.
+var ansi = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
+// classroomDoc has one check per status given, worth 1, 2, 3 ... points.
+func classroomDoc(statuses ...Status) *Document {
+	d := &Document{Schema: Schema, Task: "task2", Impl: "exercises", Seed: 7}
+	for i, st := range statuses {
+		c := Check{Task: "task2", Name: fmt.Sprintf("check %d", i+1), Status: st, MaxScore: float64(i + 1), Message: fmt.Sprintf("reason %d", i+1)}
+		if st == StatusPass {
+			c.Score = c.MaxScore
+		}
+		d.Checks = append(d.Checks, c)
+	}
+	d.Total()
+	return d
+}
+
+// manyChecks is a document worth max points in checks of 1 to 3 points,
+// of which score points passed.
+func manyChecks(max, score int) *Document {
+	d := &Document{Schema: Schema, Task: "all", Impl: "exercises"}
+	for left, i := max, 0; left > 0; i++ {
+		pts := min(1+i%3, left)
+		left -= pts
+		st := StatusFail
+		if score >= pts {
+			st, score = StatusPass, score-pts
+		}
+		c := Check{Task: "task3", Name: fmt.Sprintf("check %d", i), Status: st, MaxScore: float64(pts), Message: "why " + fmt.Sprint(i)}
+		if st == StatusPass {
+			c.Score = c.MaxScore
+		}
+		d.Checks = append(d.Checks, c)
+	}
+	d.Total()
+	return d
 }
 
 func TestGradescope(t *testing.T) {
@@ -160,9 +259,16 @@ func TestFormatsInconclusive(t *testing.T) {
 
 	cl := Classroom(d, loc)
 	assert.Equal(t, "error", cl.Status, "Classroom knows no inconclusive; error does not blame the learner")
-	assert.Equal(t, "error", cl.Tests[1].Status)
-	assert.Zero(t, cl.Tests[1].Score)
-	assert.True(t, strings.HasPrefix(cl.Tests[1].Message, "inconclusive: runs disagree"), cl.Tests[1].Message)
+	var inc ClassroomTest
+	for _, tc := range cl.Tests {
+		if strings.HasPrefix(tc.Name, "task2: shed 240/s: successes") {
+			inc = tc
+			break
+		}
+	}
+	assert.Equal(t, "error", inc.Status)
+	assert.Zero(t, inc.Score)
+	assert.True(t, strings.HasPrefix(inc.Message, "task2: shed 240/s: successes: inconclusive: runs disagree"), inc.Message)
 
 	g := Gradescope(d)
 	assert.Equal(t, "failed", g.Tests[1].Status)
@@ -176,4 +282,65 @@ func TestFormatsInconclusive(t *testing.T) {
 	line := a[0].String()
 	assert.True(t, strings.HasPrefix(line, "::warning file=exercises/shedding/shedding.go,line=70,title="), line)
 	assert.Contains(t, line, "(inconclusive%2C 0 of 2)")
+}
+
+// TestJUnitRealParser reads our JUnit XML with test-results-parser (npm), a
+// parser CI dashboards use: its counts must be ours and no duration may come
+// out as NaN. .ci/run installs it and names its node_modules folder in
+// RATELAB_NODE_MODULES.
+func TestJUnitRealParser(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	mods := os.Getenv("RATELAB_NODE_MODULES")
+	if mods == "" {
+		t.Skip("RATELAB_NODE_MODULES is not set: .ci/run installs test-results-parser there (npm install test-results-parser@0.4.6)")
+	}
+	if _, err := os.Stat(filepath.Join(mods, "test-results-parser")); err != nil {
+		t.Skipf("no test-results-parser in %s: %v", mods, err)
+	}
+	d := sampleDoc()
+	d.TaskSeconds = map[string]float64{"task2": 60.5, "task3": 34.5}
+	var b bytes.Buffer
+	require.NoError(t, WriteJUnit(&b, d, loc))
+	file := filepath.Join(t.TempDir(), "junit.xml")
+	require.NoError(t, os.WriteFile(file, b.Bytes(), 0o644))
+	script := `const {parse} = require(require('path').join(process.env.RATELAB_NODE_MODULES, 'test-results-parser'));
+const r = parse({type: 'junit', files: [process.argv[1]]});
+console.log(JSON.stringify({total: r.total, passed: r.passed, failed: r.failed, errors: r.errors, skipped: r.skipped, duration: r.duration,
+  suites: r.suites.map(s => ({name: s.name, total: s.total, duration: s.duration, cases: s.cases.map(c => ({name: c.name, status: c.status, duration: c.duration}))}))}));`
+	out, err := exec.Command(node, "-e", script, file).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var got struct {
+		Total, Passed, Failed, Errors, Skipped int
+		Duration                               *float64
+		Suites                                 []struct {
+			Name     string
+			Total    int
+			Duration *float64
+			Cases    []struct {
+				Name     string
+				Status   string
+				Duration *float64
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+	// Its convention: total leaves skips out; errors are counted apart.
+	assert.Equal(t, 3, got.Total, "%s", out)
+	assert.Equal(t, 1, got.Passed)
+	assert.Equal(t, 1, got.Failed)
+	assert.Equal(t, 1, got.Errors)
+	assert.Equal(t, 1, got.Skipped)
+	require.NotNil(t, got.Duration, "the total duration is a number, not NaN")
+	assert.InDelta(t, 95000, *got.Duration, 1, "milliseconds")
+	require.Len(t, got.Suites, 2)
+	for _, s := range got.Suites {
+		require.NotNil(t, s.Duration, "suite %s duration", s.Name)
+		for _, c := range s.Cases {
+			require.NotNil(t, c.Duration, "case %s duration", c.Name)
+		}
+	}
+	assert.InDelta(t, 60500, *got.Suites[0].Duration, 1)
 }

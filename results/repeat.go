@@ -115,6 +115,15 @@ func Combine(docs []*Document) (*Document, error) {
 		if out.Integrity == nil {
 			out.Integrity = d.Integrity
 		}
+		if out.Seed == 0 {
+			out.Seed = d.Seed
+		}
+		for task, secs := range d.TaskSeconds {
+			if out.TaskSeconds == nil {
+				out.TaskSeconds = map[string]float64{}
+			}
+			out.TaskSeconds[task] += secs
+		}
 		for _, n := range d.Notes {
 			if !slices.Contains(out.Notes, n) {
 				out.Notes = append(out.Notes, n)

@@ -57,6 +57,9 @@ type Document struct {
 	// Practice is true for a practice run (grade --quick): shorter floods,
 	// with bounds scaled to them. Its score is not the graded one.
 	Practice bool `json:"practice,omitempty"`
+	// TaskSeconds is how long each task's grading took, in seconds, by
+	// task id.
+	TaskSeconds map[string]float64 `json:"task_seconds,omitempty"`
 	// Seed is the seed of every random input the unit suites drew (grade
 	// --seed N replays them); 0 when no suite ran.
 	Seed uint64 `json:"seed,omitempty"`

@@ -350,6 +350,12 @@ func merge(into, d *results.Document, id string) *results.Document {
 		into.Judge = d.Judge
 	}
 	into.Finished = d.Finished
+	for task, secs := range d.TaskSeconds {
+		if into.TaskSeconds == nil {
+			into.TaskSeconds = map[string]float64{}
+		}
+		into.TaskSeconds[task] += secs
+	}
 	into.Total()
 	return into
 }

@@ -169,9 +169,13 @@ func TestClassroomWorkflow(t *testing.T) {
 	_, setup := find("sets up Go", func(s ghStep) bool { return strings.HasPrefix(s.Uses, "actions/setup-go@") })
 	assert.Equal(t, "1.26", setup.With["go-version"])
 
+	bi, build := find("builds grade", func(s ghStep) bool { return strings.Contains(s.Run, "go build") })
+	assert.Equal(t, `go build -o "$RUNNER_TEMP/grade" ./cmd/grade`, strings.TrimSpace(build.Run),
+		"a built binary keeps grade's exit codes; go run turns them all into 1")
 	gi, gradeStep := find("runs grade all --format github", func(s ghStep) bool {
-		return strings.Contains(s.Run, "./cmd/grade all") && strings.Contains(s.Run, "--format github")
+		return strings.Contains(s.Run, `"$RUNNER_TEMP/grade" all`) && strings.Contains(s.Run, "--format github")
 	})
+	assert.Greater(t, gi, bi, "grading comes after the build")
 	assert.Contains(t, gradeStep.Run, `--out "$RUNNER_TEMP/results"`)
 	assert.Contains(t, gradeStep.Run, "--junit")
 	assert.Empty(t, gradeStep.If, "grading always runs")
@@ -183,7 +187,7 @@ func TestClassroomWorkflow(t *testing.T) {
 	assert.Contains(t, upload.With["path"], "${{ runner.temp }}/results")
 
 	ri, runner := find("with id ratelab", func(s ghStep) bool { return s.ID == "ratelab" })
-	assert.Contains(t, runner.Run, "./cmd/grade report", "Classroom's result comes from the same grading, not a second one")
+	assert.Contains(t, runner.Run, `"$RUNNER_TEMP/grade" report`, "Classroom's result comes from the same grading, not a second one")
 	assert.Contains(t, runner.Run, `"$RUNNER_TEMP/results"`, "it reads the results.json the grade step wrote")
 	assert.Contains(t, runner.Run, "--format classroom")
 	assert.Greater(t, ri, gi, "the Classroom result comes after grading")
@@ -198,10 +202,10 @@ func TestClassroomWorkflow(t *testing.T) {
 		"the reporter reads <RUNNER>_RESULTS for each runner")
 	assert.True(t, strings.Contains(reporter.If, "always()") || strings.Contains(reporter.If, "!cancelled()"))
 
-	// Nothing but grade and the actions above runs.
-	for _, s := range steps {
-		if s.Run != "" {
-			assert.True(t, strings.HasPrefix(strings.TrimSpace(s.Run), "go run ./cmd/grade "), "step %q runs %q", s.Name, s.Run)
+	// Nothing but building and running grade, and the actions above, runs.
+	for i, s := range steps {
+		if s.Run != "" && i != bi {
+			assert.True(t, strings.HasPrefix(strings.TrimSpace(s.Run), `"$RUNNER_TEMP/grade" `), "step %q runs %q", s.Name, s.Run)
 		}
 	}
 }
