@@ -131,7 +131,7 @@ func findCheck(doc *results.Document, name string) *results.Check {
 // namesFailedSubtest matches how a unit check's message reports subtest sub
 // as failed, skipped or unfinished ("...: Sub: why", "; Sub did not finish").
 func namesFailedSubtest(sub string) *regexp.Regexp {
-	return regexp.MustCompile(`(: |; )` + regexp.QuoteMeta(sub) + `(: | did not | was skipped)`)
+	return regexp.MustCompile(`(: |; )` + regexp.QuoteMeta(sub) + `(: | did not | was skipped| never finished| crashed the test binary)`)
 }
 
 // TestBrokenCodeIsReported checks that compile errors, panics, deadlocks

@@ -106,7 +106,11 @@ func (g *grading) unit(ctx context.Context) (notReady string, err error) {
 			default:
 				if stuck, ok := res.stuck[name]; ok {
 					pass = false
-					why = append(why, fmt.Sprintf("%s never finished, and the other tests ran again without it: %s", st, stuck))
+					what := "never finished"
+					if !strings.Contains(stuck, "a test never finished") {
+						what = "crashed the test binary"
+					}
+					why = append(why, fmt.Sprintf("%s %s, and the other tests ran again without it: %s", st, what, stuck))
 					continue
 				}
 				pass = false

@@ -301,6 +301,7 @@ func TestWriteCohort(t *testing.T) {
 	assert.Contains(t, string(files["index.html"]), "No document could be read")
 	assert.True(t, strings.Contains(string(files["skipped.csv"]), "x/results.json,empty file"))
 }
+
 // A document whose own status or score disagrees with its checks is listed
 // as inconsistent and counted nowhere: not as a pass, not in any statistic.
 func TestCohortInconsistentDocuments(t *testing.T) {
