@@ -23,6 +23,7 @@ package countingsuite
 import (
 	"fmt"
 	"math/big"
+	"math/rand/v2"
 	"runtime"
 	"strconv"
 	"strings"
@@ -165,14 +166,18 @@ func (x *subject) allow(key string) (ok bool, wait time.Duration, fail string) {
 	return ok, wait, ""
 }
 
-// mustAllow is allow for a check that is not a rapid property.
-func (x *subject) mustAllow(t testing.TB, key string) (ok bool, wait time.Duration) {
+// batch runs f, which calls x.l bare (hundreds of thousands of calls
+// are too many for a recover each), and fails t with f's message or with
+// the report of a panic.
+func (x *subject) batch(t testing.TB, f func() string) {
 	t.Helper()
-	ok, wait, fail := x.allow(key)
-	if fail != "" {
-		t.Fatal(fail)
+	var msg string
+	if r, stack := suitekit.Catch(func() { msg = f() }); r != nil {
+		t.Fatal(suitekit.PanicReport(x.desc+".Allow", r, stack))
 	}
-	return ok, wait
+	if msg != "" {
+		t.Fatal(msg)
+	}
 }
 
 // now is the fake (or real) time in Unix nanoseconds, as the limiters see it.
@@ -194,7 +199,24 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// --- Drawing settings ---
+// --- Drawing settings and keys ---
+
+// drawKey draws a client key: any string, the empty one included, so that
+// no key name tells a test apart.
+func drawKey(rt *rapid.T) string {
+	return rapid.StringN(0, 12, -1).Draw(rt, "key")
+}
+
+// randomKey returns a key of 4 to 19 random letters, digits and symbols
+// for the checks that are not rapid properties.
+func randomKey(rng *rand.Rand) string {
+	const chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.:-_@ "
+	b := make([]byte, 4+rng.IntN(16))
+	for i := range b {
+		b[i] = chars[rng.IntN(len(chars))]
+	}
+	return string(b)
+}
 
 // drawSettings draws a limit and a window, and a burst for a TokenBucket:
 // tiny windows, where every nanosecond is near a boundary, up to a day, and
@@ -406,43 +428,46 @@ func (m *counterModel) rule() string {
 		"(the previous window weighted by the share of it still in view); a refused one waits until that holds"
 }
 
-// bucketModel is a token bucket per key in exact rational arithmetic: it
-// gains limit/window tokens per nanosecond, holds at most burst, starts
-// full, and each request takes one.
+// bucketModel is a token bucket per key in exact arithmetic: it gains
+// limit/window tokens per nanosecond, holds at most burst, starts full, and
+// each request takes one. Every amount of tokens it meets is a whole number
+// of 1/window tokens, so it keeps tokens × window, in big integers.
 type bucketModel struct {
 	s       settings
 	buckets map[string]*bucketState
 }
 
 type bucketState struct {
-	tokens big.Rat // at last
+	scaled big.Int // tokens × window at last
 	last   int64
 }
 
 func newBucketModel(s settings) model { return &bucketModel{s: s, buckets: map[string]*bucketState{}} }
 
-func (m *bucketModel) tokens(key string, at int64) *big.Rat {
+// scaled returns tokens × window held at at: min(burst, tokens +
+// (at − last) × limit/window), times window.
+func (m *bucketModel) scaled(key string, at int64) *big.Int {
+	full := new(big.Int).Mul(big.NewInt(m.s.burst), big.NewInt(m.s.window))
 	b := m.buckets[key]
 	if b == nil {
-		return big.NewRat(m.s.burst, 1)
+		return full
 	}
-	r := big.NewRat(at-b.last, 1)
-	r.Mul(r, big.NewRat(m.s.limit, m.s.window))
-	r.Add(r, &b.tokens)
-	if burst := big.NewRat(m.s.burst, 1); r.Cmp(burst) > 0 {
-		r = burst
+	r := new(big.Int).Mul(big.NewInt(at-b.last), big.NewInt(m.s.limit))
+	r.Add(r, &b.scaled)
+	if r.Cmp(full) > 0 {
+		return full
 	}
 	return r
 }
 
 func (m *bucketModel) admits(key string, at int64) bool {
-	return m.tokens(key, at).Cmp(big.NewRat(1, 1)) >= 0
+	return m.scaled(key, at).Cmp(big.NewInt(m.s.window)) >= 0 // one token
 }
 
 func (m *bucketModel) commit(key string, at int64) {
-	r := m.tokens(key, at)
+	r := m.scaled(key, at)
 	b := &bucketState{last: at}
-	b.tokens.Sub(r, big.NewRat(1, 1))
+	b.scaled.Sub(r, big.NewInt(m.s.window))
 	m.buckets[key] = b
 }
 
@@ -472,7 +497,7 @@ func (k *kind) matchesModel(t *testing.T) {
 		p := plan{s: k.drawSettings(rt, 30)}
 		p.phase = rapid.Int64Range(0, 3*p.s.window).Draw(rt, "phase") // any phase against the windows
 		for i := range rapid.IntRange(1, 4).Draw(rt, "keys") {
-			p.keys = append(p.keys, rapid.StringN(0, 6, -1).Draw(rt, "key")+"#"+strconv.Itoa(i))
+			p.keys = append(p.keys, drawKey(rt)+"#"+strconv.Itoa(i)) // distinct
 		}
 		for range rapid.IntRange(1, 50).Draw(rt, "steps") {
 			st := step{key: rapid.IntRange(0, len(p.keys)-1).Draw(rt, "which"), pause: drawPause(rt), calls: 1}
@@ -537,10 +562,11 @@ func (k *kind) exactWait(t *testing.T) {
 	type plan struct {
 		s      settings
 		phase  int64
+		key    string
 		rounds []pause
 	}
 	property(t, func(rt *rapid.T) plan {
-		p := plan{s: k.drawSettings(rt, 30)}
+		p := plan{s: k.drawSettings(rt, 30), key: drawKey(rt)}
 		p.phase = rapid.Int64Range(0, 3*p.s.window).Draw(rt, "phase")
 		for range rapid.IntRange(1, 4).Draw(rt, "rounds") {
 			p.rounds = append(p.rounds, drawPause(rt))
@@ -554,7 +580,7 @@ func (k *kind) exactWait(t *testing.T) {
 			return msg
 		}
 		m := k.newModel(s)
-		const key = "retrying client"
+		key := p.key
 		call := func(why string) (ok bool, wait time.Duration, msg string) {
 			at := now()
 			ok, wait, fail := x.allow(key)
@@ -586,7 +612,7 @@ func (k *kind) exactWait(t *testing.T) {
 				if _, _, msg := call(fmt.Sprintf("a retry 1ns before the wait given (%v) must be refused, and then the shortest wait is 1ns", wait)); msg != "" {
 					return msg
 				}
-				time.Sleep(1)
+				time.Sleep(time.Nanosecond)
 			} else {
 				time.Sleep(wait)
 			}
@@ -609,11 +635,12 @@ func (k *kind) exactWait(t *testing.T) {
 func (k *kind) boundaryBurst(t *testing.T) {
 	type plan struct {
 		s             settings
+		key           string
 		before, after []pause
 		delta         int64
 	}
 	property(t, func(rt *rapid.T) plan {
-		p := plan{s: k.drawSettings(rt, 40)}
+		p := plan{s: k.drawSettings(rt, 40), key: drawKey(rt)}
 		for range rapid.IntRange(0, 10).Draw(rt, "before") {
 			p.before = append(p.before, drawPause(rt))
 		}
@@ -628,7 +655,7 @@ func (k *kind) boundaryBurst(t *testing.T) {
 		if msg != "" {
 			return msg
 		}
-		const key = "bursty client"
+		key := p.key
 		var admitted []int64
 		call := func() (bool, string) {
 			at := now()
@@ -829,7 +856,7 @@ func (k *kind) concurrent(t *testing.T) {
 			s.burst = s.limit/2 + 1 + rng.Int64N(s.limit/2)
 		}
 		x := k.mustMake(t, s)
-		keys := []string{"k" + strconv.Itoa(rng.IntN(1e6)), "", "a much longer client key " + strconv.Itoa(rng.IntN(1e6))}
+		keys := []string{randomKey(rng), "", randomKey(rng) + strings.Repeat("long", rng.IntN(20))}
 		got := hammer(t, x, keys, int(2*s.limit))
 		want := s.limit
 		if k.bucket {
@@ -857,7 +884,7 @@ func (k *kind) concurrentRealClock(t *testing.T) {
 			s.burst = 1 + rng.Int64N(s.limit)
 		}
 		x := k.mustMake(t, s)
-		keys := []string{"real-" + strconv.Itoa(rng.IntN(1e6)), "real-" + strconv.Itoa(round)}
+		keys := []string{randomKey(rng), randomKey(rng) + "/" + strconv.Itoa(round)}
 		start := now()
 		got := hammer(t, x, keys, int(3*s.limit))
 		end := now()
@@ -907,7 +934,7 @@ func heapAlloc() int64 {
 // of them. The number of keys per window is random, so no single size at
 // which a limiter drops or resets its state passes both.
 const (
-	floodWindows = 80
+	floodWindows = 120
 	floodMinKeys = 2000
 	floodMaxKeys = 4000
 	floodBatches = 4
@@ -931,19 +958,21 @@ func (k *kind) keyFlood(t *testing.T) {
 	x := k.mustMake(t, s)
 	sleepUntil((floorDiv(now(), s.window) + 1) * s.window)
 	var (
+		prefix        = randomKey(rng) + "-"
 		total         int
 		samples, prev []string
 		buf           []byte
 	)
-	check := func(key string, what string) {
-		t.Helper()
+	// check compares a sampled key's answer with the model's.
+	check := func(key string, what string) string {
 		at := now()
-		ok, wait := x.mustAllow(t, key)
+		ok, wait := x.l.Allow(key)
 		if wantOK, wantWait := answer(m, key, at); ok != wantOK || int64(wait) != wantWait {
-			t.Fatalf("%s, flood of %d keys so far, %s: Allow(%q) = (%v, %v); want (%v, %v)\n"+
+			return fmt.Sprintf("%s, flood of %d keys so far, %s: Allow(%q) = (%v, %v); want (%v, %v)\n"+
 				"a key's state must survive a flood of other keys: forget a key only once its past requests no longer count\nthe rule: %s",
 				x.desc, total, what, key, ok, wait, wantOK, time.Duration(wantWait), m.rule())
 		}
+		return ""
 	}
 	for range floodWindows {
 		start := floorDiv(now(), s.window) * s.window
@@ -951,32 +980,44 @@ func (k *kind) keyFlood(t *testing.T) {
 		samples = samples[:0:0]
 		for b := range floodBatches {
 			sleepUntil(start + int64(b+1)*s.window/(floodBatches+2))
-			for i := b * n / floodBatches; i < (b+1)*n/floodBatches; i++ {
-				buf = strconv.AppendInt(append(buf[:0], "flood-"...), int64(total), 10)
-				key := string(buf) // a fresh string the limiter may keep
-				total++
-				if i == b*n/floodBatches || rng.IntN(500) == 0 {
-					samples = append(samples, key)
-					for range s.limit + 1 {
-						check(key, "a new key's calls")
+			x.batch(t, func() string {
+				for i := b * n / floodBatches; i < (b+1)*n/floodBatches; i++ {
+					buf = strconv.AppendInt(append(buf[:0], prefix...), int64(total), 10)
+					key := string(buf) // a fresh string the limiter may keep
+					total++
+					if i == b*n/floodBatches || rng.IntN(500) == 0 {
+						samples = append(samples, key)
+						for range s.limit + 1 {
+							if msg := check(key, "a new key's calls"); msg != "" {
+								return msg
+							}
+						}
+						continue
 					}
-					continue
-				}
-				for c := range s.limit {
-					if ok, wait := x.mustAllow(t, key); !ok {
-						t.Fatalf("%s, flood of %d keys so far: call %d for the new key %q = (%v, %v); want (true, 0s): a new key has nothing counted (a full bucket)",
-							x.desc, total, c+1, key, ok, wait)
+					for c := range s.limit {
+						if ok, wait := x.l.Allow(key); !ok {
+							return fmt.Sprintf("%s, flood of %d keys so far: call %d for the new key %q = (%v, %v); want (true, 0s): a new key has nothing counted (a full bucket)",
+								x.desc, total, c+1, key, ok, wait)
+						}
 					}
 				}
-			}
+				return ""
+			})
 		}
 		sleepUntil(start + int64(floodBatches+1)*s.window/(floodBatches+2))
-		for _, key := range samples {
-			check(key, "later in the window of its first calls")
-		}
-		for _, key := range prev {
-			check(key, "in the window after its first calls")
-		}
+		x.batch(t, func() string {
+			for _, key := range samples {
+				if msg := check(key, "later in the window of its first calls"); msg != "" {
+					return msg
+				}
+			}
+			for _, key := range prev {
+				if msg := check(key, "in the window after its first calls"); msg != "" {
+					return msg
+				}
+			}
+			return ""
+		})
 		prev = samples
 		sleepUntil(start + s.window) // the next window
 	}
@@ -998,7 +1039,7 @@ func (k *kind) memoryPerKey(t *testing.T) {
 	rng := suitekit.Rand(t)
 	keys := make([]string, 6+rng.IntN(4))
 	for i := range keys {
-		keys[i] = "heavy-" + strconv.Itoa(i) + "-" + strconv.Itoa(rng.IntN(1e6))
+		keys[i] = randomKey(rng) + "#" + strconv.Itoa(i)
 	}
 	if k.name == "SlidingLog" {
 		k.logKeepsLittle(t, rng.Int64N(41)+80, keys)
@@ -1010,13 +1051,16 @@ func (k *kind) memoryPerKey(t *testing.T) {
 	}
 	before := heapAlloc()
 	x := k.mustMake(t, s)
-	for _, key := range keys {
-		for range s.limit {
-			if ok, wait := x.mustAllow(t, key); !ok {
-				t.Fatalf("%s: Allow(%q) = (false, %v) at one instant before the key's limit was reached; want true", x.desc, key, wait)
+	x.batch(t, func() string {
+		for _, key := range keys {
+			for range s.limit {
+				if ok, wait := x.l.Allow(key); !ok {
+					return fmt.Sprintf("%s: Allow(%q) = (false, %v) at one instant before the key's limit was reached; want true", x.desc, key, wait)
+				}
 			}
 		}
-	}
+		return ""
+	})
 	grown := heapAlloc() - before
 	runtime.KeepAlive(x.l)
 	const perKey, slack = 1 << 10, 64 << 10
@@ -1040,12 +1084,15 @@ func (k *kind) logKeepsLittle(t *testing.T, limit int64, keys []string) {
 	for w := range int64(windows) {
 		for i := range limit {
 			sleepUntil(start + w*s.window + i*s.window/limit)
-			for _, key := range keys {
-				if ok, wait := x.mustAllow(t, key); !ok {
-					t.Fatalf("%s: Allow(%q) = (false, %v) in window %d; want true: the key sends %d a window at the same offsets, so at most %d count at once",
-						x.desc, key, wait, w, limit, limit-1)
+			x.batch(t, func() string {
+				for _, key := range keys {
+					if ok, wait := x.l.Allow(key); !ok {
+						return fmt.Sprintf("%s: Allow(%q) = (false, %v) in window %d; want true: the key sends %d a window at the same offsets, so at most %d count at once",
+							x.desc, key, wait, w, limit, limit-1)
+					}
 				}
-			}
+				return ""
+			})
 		}
 	}
 	grown := heapAlloc() - before
