@@ -73,7 +73,7 @@ type FixedWindow struct {
 	cfg config // set by NewFixedWindow, read-only afterwards
 
 	mu     sync.Mutex
-	clock  clock            // guarded by mu
+	clock  clock            // read under mu, so that calls see time in order
 	index  int64            // guarded by mu; the window counts belongs to
 	counts map[string]int64 // guarded by mu; requests admitted in window index
 }
@@ -133,7 +133,7 @@ type SlidingLog struct {
 	cfg config // set by NewSlidingLog, read-only afterwards
 
 	mu    sync.Mutex
-	clock clock // guarded by mu
+	clock clock // read under mu, so that calls see time in order
 	// The logs of keys that made a request in window index are in cur;
 	// those whose last request was in the window before are in prev. A
 	// key's timestamps are at most one window old when they count, so at
@@ -222,7 +222,7 @@ type SlidingCounter struct {
 	cfg config // set by NewSlidingCounter, read-only afterwards
 
 	mu        sync.Mutex
-	clock     clock            // guarded by mu
+	clock     clock            // read under mu, so that calls see time in order
 	index     int64            // guarded by mu; the window cur counts
 	cur, prev map[string]int64 // guarded by mu; counts in windows index and index−1
 }
@@ -307,7 +307,7 @@ type TokenBucket struct {
 	burst int64  // tokens, set by NewTokenBucket
 
 	mu    sync.Mutex
-	clock clock // guarded by mu
+	clock clock // read under mu, so that calls see time in order
 	// Buckets of keys that made a request in window index are in cur,
 	// those whose last request was in the window before in prev; at the
 	// start of window index+2 every bucket in prev is full again.
