@@ -274,8 +274,8 @@ var tasks = []Task{
 				"nanosecond sooner.",
 			"The counter's test is an inequality in the time elapsed in the window. Keep it\n" +
 				"in integers and solve it for the smallest elapsed time. When the current window\n" +
-				"is full, solve it in the next one, where today's count becomes the previous\n" +
-				"count. Cloudflare's post on counting rate limits at scale explains the estimate.",
+				"is full, solve it in the next one, where this window's count becomes the\n" +
+				"previous one. Cloudflare's post on counting rate limits at scale explains it.",
 			"For the bucket, count in units of 1/window of a token: the refill is then limit\n" +
 				"units per nanosecond and a token is window units, so the wait is an exact\n" +
 				"division rounded up. Task 3's lazy refill and its cap at the burst carry over.",
