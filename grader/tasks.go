@@ -257,6 +257,49 @@ var tasks = []Task{
 		grade:   gradeTask7,
 		planned: task7Planned,
 	},
+	{
+		ID:      "task8",
+		Number:  8,
+		Title:   "four ways of counting requests per window, side by side",
+		Handout: "docs/tasks/task8.md",
+		Files:   []string{"exercises/counting/counting.go"},
+		Hints: []string{
+			"Windows are aligned on the Unix epoch, not on when the limiter or the key\n" +
+				"started: an instant's window is its Unix nanoseconds divided by the window,\n" +
+				"rounded down. Every key's window then ends at the same moment, which is the\n" +
+				"fixed window's synchronised return.",
+			"The log only ever needs the timestamps that still count, and they arrive in\n" +
+				"time order: drop the expired ones from the front before counting. A full log\n" +
+				"frees a place when its oldest entry turns one window old, and not a\n" +
+				"nanosecond sooner.",
+			"The counter's test is an inequality in the time elapsed in the window. Keep it\n" +
+				"in integers and solve it for the smallest elapsed time. When the current window\n" +
+				"is full, solve it in the next one, where this window's count becomes the\n" +
+				"previous one. Cloudflare's post on counting rate limits at scale explains it.",
+			"For the bucket, count in units of 1/window of a token: the refill is then limit\n" +
+				"units per nanosecond and a token is window units, so the wait is an exact\n" +
+				"division rounded up. Task 3's lazy refill and its cap at the burst carry over.",
+			"A key whose requests no longer count is the same as a key never seen. Keep the\n" +
+				"state of the current and the previous window and drop older state whole, or\n" +
+				"sweep when the map has doubled. Throttled keys must survive either way.",
+		},
+		Unit: &Unit{
+			Package: "counting", File: "counting.go", Test: "TestCounting",
+			Checks: []UnitCheck{
+				{"fixed window: one count per key per window, aligned on the epoch", []string{"FixedWindow/MatchesModel", "FixedWindow/BoundaryBurst"}, 2},
+				{"sliding log: exact over any window", []string{"SlidingLog/MatchesModel", "SlidingLog/BoundaryBurst"}, 2},
+				{"sliding counter: the previous window weighted by the share still in view", []string{"SlidingCounter/MatchesModel", "SlidingCounter/BoundaryBurst"}, 3},
+				{"token bucket: the same average, at most burst + rate × T", []string{"TokenBucket/MatchesModel", "TokenBucket/BoundaryBurst"}, 2},
+				{"the exact wait: sleep it and be admitted, never a nanosecond sooner", []string{"FixedWindow/ExactWait", "SlidingLog/ExactWait", "SlidingCounter/ExactWait", "TokenBucket/ExactWait"}, 2},
+				{"safe for concurrent use, on the fake and the real clock", []string{"FixedWindow/Concurrent", "FixedWindow/ConcurrentRealClock", "SlidingLog/Concurrent", "SlidingLog/ConcurrentRealClock", "SlidingCounter/Concurrent", "SlidingCounter/ConcurrentRealClock", "TokenBucket/Concurrent", "TokenBucket/ConcurrentRealClock"}, 2},
+				{"memory follows recent keys; throttled keys are remembered", []string{"FixedWindow/KeyFlood", "SlidingLog/KeyFlood", "SlidingCounter/KeyFlood", "TokenBucket/KeyFlood"}, 2},
+				{"memory per key: counts, or at most limit timestamps", []string{"FixedWindow/MemoryPerKey", "SlidingLog/MemoryPerKey", "SlidingCounter/MemoryPerKey", "TokenBucket/MemoryPerKey"}, 1},
+				{"a burst between 1 and limit; settings that cannot work are refused", []string{"TokenBucket/DefaultBurst", "FixedWindow/Settings", "SlidingLog/Settings", "SlidingCounter/Settings", "TokenBucket/Settings"}, 1},
+			},
+		},
+		grade:   gradeTask8,
+		planned: task8Planned,
+	},
 }
 
 // Tasks returns every task in order.
