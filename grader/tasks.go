@@ -49,6 +49,8 @@ var tasks = []Task{
 				{"requests that waited past the deadline are dropped", []string{"DeadlineExpiry", "DeadlineZeroIsOff"}, 2},
 				{"a client that gives up leaves the line", []string{"ClientLeavesLine"}, 1},
 				{"every slot is given back, nothing left running", []string{"SlotAlwaysReleased", "NoGoroutineLeak"}, 2},
+				{"random requests on random servers answered as a model of the server says, every Retry-After checked", []string{"AdmitMatchesModel"}, 3},
+				{"the same promises on the real clock, over HTTP", []string{"RealClock"}, 1},
 			},
 		},
 		grade:   gradeTask2,
