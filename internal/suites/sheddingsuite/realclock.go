@@ -28,9 +28,9 @@ import (
 // can only make the margins wider.
 func testRealClock(t *testing.T, impl Impl) {
 	rng := suitekit.Rand(t)
-	t.Run("ShedWhenLineFull", func(t *testing.T) { realShed(t, impl, rng) })
-	t.Run("Limited429", func(t *testing.T) { realLimited(t, impl, rng) })
-	t.Run("Deadline", func(t *testing.T) { realDeadline(t, impl, rng) })
+	realShed(t, impl, rng)
+	realLimited(t, impl, rng)
+	realDeadline(t, impl, rng)
 }
 
 // realShed fills the slots with work that outlasts the test and the line up
@@ -40,6 +40,7 @@ func realShed(t *testing.T, impl Impl, rng *rand.Rand) {
 	cfg := config(fakegpu.ModeShed, 1+rng.IntN(3), 20*time.Second+time.Duration(rng.Int64N(int64(40*time.Second))),
 		1+rng.IntN(4), 0)
 	s := newRealServer(t, impl, cfg, nil)
+	defer s.close()
 	var holders []*realCall
 	for i := range cfg.Slots {
 		holders = append(holders, s.send(fmt.Sprintf("request %d", i+1), ""))
@@ -108,6 +109,7 @@ func realLimited(t *testing.T, impl Impl, rng *rand.Rand) {
 		return !refused, w
 	}}
 	s := newRealServer(t, impl, cfg, lim)
+	defer s.close()
 	var wantKeys []string
 	for key, w := range waits {
 		c := s.send("refused client "+key, key)
@@ -153,10 +155,10 @@ func realLimited(t *testing.T, impl Impl, rng *rand.Rand) {
 // an hour it must be served.
 func realDeadline(t *testing.T, impl Impl, rng *rand.Rand) {
 	for _, deadline := range []time.Duration{time.Millisecond + time.Duration(rng.Int64N(int64(time.Millisecond))), time.Hour} {
-		t.Run(deadline.String(), func(t *testing.T) {
-			t.Parallel()
+		func() {
 			cfg := config(fakegpu.ModeShed, 1, 300*time.Millisecond, 4, deadline)
 			s := newRealServer(t, impl, cfg, nil)
+			defer s.close()
 			first := s.send("the first request", "")
 			s.waitFor("the first request to take the slot", func() bool { return s.srv.Stats().InFlight == 1 })
 			second := s.send("the second request", "")
@@ -192,7 +194,7 @@ func realDeadline(t *testing.T, impl Impl, rng *rand.Rand) {
 			}
 			s.waitFor("the slot to be given back", func() bool { return s.srv.Stats().InFlight == 0 })
 			wantStat(t, "Leaked", s.srv.Stats().Leaked, 0, "")
-		})
+		}()
 	}
 }
 
@@ -205,6 +207,8 @@ type realServer struct {
 	client *http.Client
 	wg     sync.WaitGroup
 
+	calls    []*realCall
+	close    func() // stops the server and every request, and waits for them
 	mu       sync.Mutex
 	panicMsg string
 }
@@ -239,18 +243,27 @@ func newRealServer(t *testing.T, impl Impl, cfg fakegpu.Config, lim fakegpu.Limi
 	s.addr = u.Host
 	tr := &http.Transport{}
 	s.client = &http.Client{Transport: tr}
-	t.Cleanup(func() {
+	s.close = func() {
+		for _, c := range s.calls {
+			c.cancel()
+		}
 		srv.Close()
 		s.wg.Wait()
 		tr.CloseIdleConnections()
 		ts.Close()
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.panicMsg != "" {
-			t.Error(s.panicMsg)
-		}
-	})
+	}
 	return s
+}
+
+// checkPanics fails the test if the admission code has panicked.
+func (s *realServer) checkPanics() {
+	s.t.Helper()
+	s.mu.Lock()
+	msg := s.panicMsg
+	s.mu.Unlock()
+	if msg != "" {
+		s.t.Fatal(msg)
+	}
 }
 
 // realCall is one GET /generate over HTTP.
@@ -275,6 +288,7 @@ func (s *realServer) send(name, client string) *realCall {
 	if client != "" {
 		req.Header.Set("X-Client-Id", client)
 	}
+	s.calls = append(s.calls, c)
 	s.wg.Go(func() {
 		defer close(c.done)
 		defer cancel()
@@ -290,11 +304,14 @@ func (s *realServer) send(name, client string) *realCall {
 
 // result waits up to d for c's answer: nil if none came.
 func (s *realServer) result(c *realCall, d time.Duration) (*http.Response, string) {
+	s.t.Helper()
 	select {
 	case <-c.done:
 	case <-time.After(d):
+		s.checkPanics()
 		return nil, ""
 	}
+	s.checkPanics()
 	if c.err != nil {
 		return nil, ""
 	}
@@ -305,6 +322,7 @@ func (s *realServer) result(c *realCall, d time.Duration) (*http.Response, strin
 func (s *realServer) waitFor(what string, cond func() bool) {
 	s.t.Helper()
 	for end := time.Now().Add(3 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		s.checkPanics()
 		if time.Now().After(end) {
 			s.t.Fatalf("on the real clock, waited 3 s for %s; Stats() = %+v", what, s.srv.Stats())
 		}
