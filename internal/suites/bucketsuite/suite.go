@@ -75,6 +75,8 @@ func Run(t *testing.T, newBucket func(rate, burst float64) Bucket, newKeyed func
 		{name: "MatchesModelPerKey", f: s.matchesModelPerKey},
 		{name: "ConcurrentNeverExceedsBurstPerKey", f: s.concurrentPerKey},
 		{name: "FullBucketComesBackFull", f: s.fullBucketComesBackFull},
+		{name: "RateZeroNeverRefills", f: s.keyedRateZero},
+		{name: "RejectsNegativeOrNaN", f: s.keyedRejectsInvalid},
 		{name: "PartialBucketSurvivesFlood", f: s.partialBucketSurvivesFlood},
 		{name: "MemoryBoundedUnderKeyFlood", f: s.memoryBounded},
 		{name: "MemoryBoundedOnRealClock", f: s.memoryBoundedRealClock, realClock: true},
@@ -447,11 +449,6 @@ func (s *suite) rateZero(t *testing.T) {
 	time.Sleep(1000 * time.Hour)
 	x.expect(0.5, false, lab.InfDuration, "rate 0 never refills, however long the bucket waits")
 
-	k := s.keyed(t, 0, burst)
-	k.expect("spent", burst, true, 0, "a new key's bucket is full, even at rate 0")
-	k.expect("spent", 0.5, false, lab.InfDuration, "rate 0 never refills: a token that never comes is lab.InfDuration away")
-	k.expect("other", burst, true, 0, "another key has its own full bucket")
-
 	// So slow that the wait does not fit in a Duration (about 292 years).
 	rate := 1e-11 + 9e-11*rng.Float64() // below 1 / 9.3e9 s
 	x = s.bucket(t, rate, 1)
@@ -460,31 +457,45 @@ func (s *suite) rateZero(t *testing.T) {
 		"a wait that does not fit in a Duration is lab.InfDuration, never a wrapped or negative one", rate, 1/rate))
 }
 
+func (s *suite) keyedRateZero(t *testing.T) {
+	rng := suitekit.Rand(t)
+	burst := float64(1+rng.IntN(10)) + 0.5*float64(rng.IntN(2))
+	k := s.keyed(t, 0, burst)
+	k.expect("spent", burst, true, 0, "a new key's bucket is full, even at rate 0")
+	k.expect("spent", 0.5, false, lab.InfDuration, "rate 0 never refills: a token that never comes is lab.InfDuration away")
+	time.Sleep(1000 * time.Hour)
+	k.expect("spent", 0.5, false, lab.InfDuration, "rate 0 never refills, however long the bucket waits, and a bucket that is not full is never forgotten")
+	k.expect("other", burst, true, 0, "another key has its own full bucket")
+}
+
 func (s *suite) rejectsInvalid(t *testing.T) {
+	rejects(t, "NewTokenBucket", func(rate, burst float64) { s.newBucket(rate, burst) })
+	s.bucket(t, 0, 0).expect(1, false, lab.InfDuration, "rate and burst 0 are allowed: a bucket of burst 0 admits nothing")
+}
+
+func (s *suite) keyedRejectsInvalid(t *testing.T) {
+	rejects(t, "NewKeyedLimiter", func(rate, burst float64) { s.newKeyed(rate, burst) })
+	s.keyed(t, 0, 0).expect("k", 1, false, lab.InfDuration, "rate and burst 0 are allowed: a bucket of burst 0 admits nothing")
+}
+
+// rejects checks that the constructor ctor, called name, panics when the
+// rate or the burst is negative or NaN, with values drawn from the run's
+// seed.
+func rejects(t *testing.T, name string, ctor func(rate, burst float64)) {
+	t.Helper()
 	rng := suitekit.Rand(t)
 	neg := -math.Ldexp(1+rng.Float64(), rng.IntN(40)-20)
 	ok := math.Ldexp(1+rng.Float64(), rng.IntN(20)-5)
 	for _, args := range [][2]float64{{neg, ok}, {ok, neg}, {math.NaN(), ok}, {ok, math.NaN()}, {math.Inf(-1), ok}} {
-		for _, ctor := range []struct {
-			name string
-			f    func()
-		}{
-			{"NewTokenBucket", func() { s.newBucket(args[0], args[1]) }},
-			{"NewKeyedLimiter", func() { s.newKeyed(args[0], args[1]) }},
-		} {
-			r, stack := suitekit.Catch(ctor.f)
-			if err, isErr := r.(error); isErr && errors.Is(err, lab.ErrNotImplemented) {
-				t.Fatal(suitekit.PanicReport(ctor.name, r, stack))
-			}
-			if r == nil {
-				t.Errorf("%s(rate=%v, burst=%v) returned; want a panic (rate and burst must be zero or more, and not NaN)",
-					ctor.name, args[0], args[1])
-			}
+		r, stack := suitekit.Catch(func() { ctor(args[0], args[1]) })
+		if err, isErr := r.(error); isErr && errors.Is(err, lab.ErrNotImplemented) {
+			t.Fatal(suitekit.PanicReport(name, r, stack))
+		}
+		if r == nil {
+			t.Errorf("%s(rate=%v, burst=%v) returned; want a panic (rate and burst must be zero or more, and not NaN)",
+				name, args[0], args[1])
 		}
 	}
-	// Zero is allowed for both.
-	s.bucket(t, 0, 0).expect(1, false, lab.InfDuration, "a bucket of burst 0 admits nothing")
-	s.keyed(t, 0, 0).expect("k", 1, false, lab.InfDuration, "a bucket of burst 0 admits nothing")
 }
 
 func (s *suite) moreThanBurst(t *testing.T) {
