@@ -16,7 +16,7 @@ import (
 // keys: its memory stays bounded, and a key that still owes tokens keeps
 // owing them. Either alone is easy to fake (keep everything; or forget
 // everything past some size), so both are checked in the same flood, whose
-// size is drawn between 300,000 and 900,000 keys: a limiter that clears its
+// size is drawn between 300,000 and 700,000 keys: a limiter that clears its
 // map past a threshold loses partial buckets if the flood passes it, and
 // holds too much memory if it does not (keeping every key costs about 105
 // bytes a key, so the bound is passed by 200,000). The heap is measured
@@ -40,7 +40,7 @@ func (s *suite) memoryBounded(t *testing.T) {
 	var (
 		rate    = 500 + 4500*rng.Float64()       // tokens per second
 		burst   = rate * (30 + 70*rng.Float64()) // 30 to 100 s to refill from empty
-		keys    = 300_000 + rng.IntN(600_001)    // the flood's distinct keys
+		keys    = 300_000 + rng.IntN(400_001)    // the flood's distinct keys
 		partial = 1000 + rng.IntN(4001)          // keys that owe tokens
 		ops     = 4 * partial                    // their calls, spread through the flood
 	)
