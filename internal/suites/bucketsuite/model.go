@@ -180,7 +180,8 @@ func randomOffset(rng *rand.Rand) time.Duration {
 }
 
 // randomN returns a request size: mostly 1, sometimes fractions, the whole
-// burst, more than the burst, 0, or any real number up to the burst.
+// burst, more than the burst, 0, a negative one, or any real number up to
+// the burst.
 func randomN(rng *rand.Rand, burst float64) float64 {
 	switch r := rng.IntN(100); {
 	case r < 35:
@@ -195,8 +196,10 @@ func randomN(rng *rand.Rand, burst float64) float64 {
 		return burst
 	case r < 70:
 		return burst + 0.5
-	case r < 73:
+	case r < 72:
 		return 0
+	case r < 74:
+		return -burst * rng.Float64()
 	default:
 		return rng.Float64() * burst
 	}
