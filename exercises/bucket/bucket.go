@@ -56,7 +56,9 @@ func NewTokenBucket(rate, burst float64) *TokenBucket {
 // ok = true and wait = 0 when it does. Otherwise it changes nothing and
 // returns false with wait, the time until the bucket will hold n tokens if
 // nobody else takes any: (n − tokens)/rate seconds, rounded up to the next
-// nanosecond, so a caller that sleeps exactly wait and retries succeeds.
+// nanosecond, so a caller that sleeps exactly wait and retries succeeds. A
+// wait that does not fit in a Duration (at a rate of 0, say) is
+// lab.InfDuration.
 //
 // An n greater than the burst (or NaN) can never succeed: TryTake returns
 // false, lab.InfDuration. An n of zero or less always succeeds and changes

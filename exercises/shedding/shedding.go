@@ -16,8 +16,12 @@
 //     instead of being worked on.
 //  5. The work, and 200.
 //
-// Every refusal carries a short plain-text body and, where it helps the
-// client, a Retry-After header in whole seconds.
+// Every refusal is one short line of plain text (text/plain, as http.Error
+// writes it). Except when the client has already gone or the server is
+// closing, it also carries a Retry-After header in whole seconds
+// (RetryAfterSeconds): for a 429 the wait the limiter reported, for a 503
+// of a full line the DrainTime of that line, and for a 503 past the deadline
+// the DrainTime of the line still waiting behind the request.
 //
 // Run the tests with: go test -tags exercises ./exercises/shedding
 package shedding
@@ -34,7 +38,8 @@ import (
 var _ fakegpu.AdmissionFunc = Admit
 
 // RetryAfterSeconds returns d as whole seconds for a Retry-After header:
-// rounded UP, and never below 1.
+// rounded UP, and never below 1. The result never overflows, even for
+// lab.InfDuration.
 func RetryAfterSeconds(d time.Duration) int {
 	// Goal: a Retry-After a client can trust. Retrying before it must be
 	// pointless, so any fraction of a second counts as a whole one, and
@@ -49,15 +54,22 @@ func RetryAfterSeconds(d time.Duration) int {
 
 // DrainTime returns how long the line in front of a new arrival takes to
 // clear: waiting requests / capacity, where capacity is cfg.Slots / cfg.Work
-// requests per second.
+// requests per second. That is waiting × Work / Slots, exact to the
+// nanosecond: exactly that when it is a whole number of nanoseconds (16
+// waiting on 8 slots of 100 ms is 200 ms, not 199.999999 ms), otherwise
+// rounded down or up to one. It returns 0 for waiting ≤ 0 or a config with
+// no slots or no work. When waiting × Work overflows a Duration it returns
+// lab.InfDuration (or the exact quotient, if it fits and is computed
+// without overflow), never a wrapped value.
 func DrainTime(waiting int, cfg fakegpu.Config) time.Duration {
 	// Goal: turn a length of line into a time, which is what a client
 	// refused with 503 wants to know (Little's Law from the previous
 	// lesson).
 	//
 	// TODO(task2): divide the waiting requests by the server's capacity.
-	// Keep it exact where you can: 16 waiting on 8 slots of 100 ms is
-	// 200 ms. An empty line drains in no time.
+	// Keep it exact, in integer Durations rather than floating point: 16
+	// waiting on 8 slots of 100 ms is exactly 200 ms. An empty line drains
+	// in no time, and a product too large for a Duration must not wrap.
 	lab.NotImplemented(2, "DrainTime")
 	return 0
 }
@@ -90,7 +102,8 @@ func Admit(w http.ResponseWriter, r *http.Request, job *fakegpu.Job) {
 	//
 	// TODO(task2): 4. Once you hold the slot: if cfg.Deadline is on (not 0)
 	// and the request has waited longer than it since job.Arrived(), give
-	// the slot back and answer 503 without doing the work.
+	// the slot back and answer 503 without doing the work, with a
+	// Retry-After of the DrainTime of the line still waiting.
 	//
 	// TODO(task2): 5. Otherwise do the work, give the slot back, and
 	// answer with fakegpu.WriteOK.

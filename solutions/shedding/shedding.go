@@ -14,9 +14,12 @@
 //     likely given up is dropped with 503 instead of being worked on.
 //  5. The work itself, and 200.
 //
-// Every refusal is a short plain-text body (http.Error's format: one line,
-// text/plain) and, except when the client has already gone or the server is
-// closing, a Retry-After header in whole seconds.
+// Every refusal is one short line of plain text (text/plain, as http.Error
+// writes it). Except when the client has already gone or the server is
+// closing, it also carries a Retry-After header in whole seconds
+// (RetryAfterSeconds): for a 429 the wait the limiter reported, for a 503
+// of a full line the DrainTime of that line, and for a 503 past the deadline
+// the DrainTime of the line still waiting behind the request.
 package shedding
 
 import (
@@ -61,14 +64,19 @@ func RetryAfterSeconds(d time.Duration) int {
 
 // DrainTime returns how long the line in front of a new arrival takes to
 // clear: waiting requests / capacity, where capacity is cfg.Slots / cfg.Work
-// requests per second. That is waiting × Work / Slots, computed in integer
-// nanoseconds so the common cases are exact (16 waiting on 8 slots of 100 ms
-// is 200 ms). It returns 0 for waiting ≤ 0 or a config with no slots or no
-// work, and lab.InfDuration if the product would overflow.
+// requests per second. That is waiting × Work / Slots, exact to the
+// nanosecond: exactly that when it is a whole number of nanoseconds (16
+// waiting on 8 slots of 100 ms is 200 ms, not 199.999999 ms), otherwise
+// rounded down or up to one. It returns 0 for waiting ≤ 0 or a config with
+// no slots or no work. When waiting × Work overflows a Duration it returns
+// lab.InfDuration (or the exact quotient, if it fits and is computed
+// without overflow), never a wrapped value.
 func DrainTime(waiting int, cfg fakegpu.Config) time.Duration {
 	if waiting <= 0 || cfg.Slots <= 0 || cfg.Work <= 0 {
 		return 0
 	}
+	// Integer nanoseconds keep it exact; check before multiplying so the
+	// product cannot wrap.
 	n := time.Duration(waiting)
 	if n > lab.InfDuration/cfg.Work {
 		return lab.InfDuration
