@@ -66,7 +66,7 @@ func TestHungSubtestIsNamed(t *testing.T) {
 	task, _ := Lookup("task3")
 	var log syncBuffer
 	doc, err := Grade(context.Background(), task, Options{
-		Impl: Exercises, Root: repoRoot(t), UnitOnly: true, UnitTimeout: quietNotice + 5*time.Second, Log: &log, allowEdited: true,
+		Impl: Exercises, Root: repoRoot(t), UnitOnly: true, UnitTimeout: quietNotice + 25*time.Second, Log: &log, allowEdited: true,
 		Replace: map[string]string{"exercises/bucket/bucket.go": spinningBucket(t)},
 	})
 	require.NoError(t, err)
