@@ -115,6 +115,9 @@ func Combine(docs []*Document) (*Document, error) {
 		if out.Integrity == nil {
 			out.Integrity = d.Integrity
 		}
+		if out.Redis == nil {
+			out.Redis = d.Redis
+		}
 		for _, n := range d.Notes {
 			if !slices.Contains(out.Notes, n) {
 				out.Notes = append(out.Notes, n)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -24,7 +25,7 @@ var ErrNoServer = errors.New("redisenv: no redis-server in PATH")
 
 // A Server is a private redis-server that this process started for its own
 // use: on a free loopback port, with no persistence, in a folder given by
-// the caller, in a process group of its own (on Linux the kernel kills it if
+// the caller (made if missing), in a process group of its own (on Linux the kernel kills it if
 // this process dies). Stop ends it; so does cancelling the context it was
 // started with.
 type Server struct {
@@ -58,6 +59,9 @@ func StartServer(ctx context.Context, dir string) (*Server, error) {
 	bin, err := exec.LookPath(ServerProgram)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNoServer, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("redisenv: %w", err)
 	}
 	// A port that was free a moment ago can be taken by someone else before
 	// redis-server binds it; then it exits at once and another is tried.
