@@ -203,7 +203,7 @@ type sleepDraw struct {
 
 // drawSteps draws a case's steps.
 func drawSteps(t *rapid.T) []modelStep {
-	steps := make([]modelStep, rapid.IntRange(1, 120).Draw(t, "steps"))
+	steps := make([]modelStep, rapid.IntRange(1, 60).Draw(t, "steps"))
 	for i := range steps {
 		st := &steps[i]
 		switch a := rapid.IntRange(0, 9).Draw(t, "action"); {
