@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"ratelab/grader/corpus"
+	"ratelab/internal/redisenv"
 	"ratelab/results"
 )
 
@@ -89,6 +90,9 @@ func TestWrongImplementationsFail(t *testing.T) {
 		t.Run(v.ID(), func(t *testing.T) {
 			task, ok := Lookup(v.Task)
 			require.True(t, ok, "unknown task %s", v.Task)
+			if needsRealRedis(v.CaughtBy) && !redisenv.ServerAvailable() {
+				t.Skip("caught only by task 6's Redis/ checks, and no redis-server is installed to run them")
+			}
 			doc := gradeUnit(t, task, Exercises, replace[v.ID()])
 			assert.Equal(t, results.StatusFail, doc.Status, "status")
 			assert.Less(t, doc.Score, doc.MaxScore, "a wrong implementation must lose points")
@@ -103,6 +107,17 @@ func TestWrongImplementationsFail(t *testing.T) {
 			assert.NotContains(t, failedMessages(doc), "not implemented", "a wrong variant is implemented")
 		})
 	}
+}
+
+// needsRealRedis reports whether every subtest of caughtBy is one of task
+// 6's Redis/ checks, which run only on a real Redis.
+func needsRealRedis(caughtBy []string) bool {
+	for _, sub := range caughtBy {
+		if !strings.HasPrefix(sub, "Redis/") {
+			return false
+		}
+	}
+	return len(caughtBy) > 0
 }
 
 // unitCheckOf returns the unit check of task that holds subtest sub.

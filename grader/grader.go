@@ -48,8 +48,9 @@ type Options struct {
 	UnitOnly bool
 	// UnitTimeout bounds the unit tests (default DefaultUnitTimeout).
 	UnitTimeout time.Duration
-	// RedisURL selects a real Redis for task 6; "" uses an embedded
-	// miniredis.
+	// RedisURL selects the Redis that judges task 6; "" starts a private
+	// redis-server for the grading where one is installed, and uses an
+	// embedded miniredis otherwise; RedisOff uses miniredis.
 	RedisURL string
 	// Progress, if set, is told about once a second how a flood is going.
 	Progress func(run string, elapsed, total time.Duration, sent int64)
@@ -126,6 +127,12 @@ type grading struct {
 	opts Options
 	doc  *results.Document
 	tmp  string // scratch folder for binaries and overlays, removed at the end
+	// redis is the Redis that judges task 6 (openRedis); nil for the
+	// other tasks.
+	redis *judgeRedis
+	// sharedFloodStarts, if set, runs in a goroutine of its own as task 6's
+	// shared flood starts: the grader's tests take Redis away mid-flood.
+	sharedFloodStarts func()
 	// expect is every check this grading must record: the unit checks and,
 	// unless it stops after them, the planned flood checks.
 	expect []planned

@@ -124,6 +124,9 @@ func Combine(docs []*Document) (*Document, error) {
 			}
 			out.TaskSeconds[task] += secs
 		}
+		if out.Redis == nil {
+			out.Redis = d.Redis
+		}
 		for _, n := range d.Notes {
 			if !slices.Contains(out.Notes, n) {
 				out.Notes = append(out.Notes, n)

@@ -73,7 +73,10 @@ type Document struct {
 	Scenarios []*Scenario `json:"scenarios,omitempty"`
 	// Judge is task 5's judge report (schema ratelab.judge/v1).
 	Judge *JudgeReport `json:"judge,omitempty"`
-	Env   Env          `json:"env"`
+	// Redis is the Redis that judged task 6, its unit checks' Redis/ half
+	// and its floods.
+	Redis *Redis `json:"redis,omitempty"`
+	Env   Env    `json:"env"`
 	// Integrity records the hashes of the frozen files the grader ran with.
 	Integrity *Integrity `json:"integrity,omitempty"`
 	// Signature is an HMAC of the rest of the document, when the grader had
@@ -103,6 +106,34 @@ type Check struct {
 	// that did not reach the check is left out.
 	Repeats []RepeatValue `json:"repeats,omitempty"`
 }
+
+// Redis describes the Redis that judged task 6.
+type Redis struct {
+	// Kind is where it came from: RedisPrivate, RedisGiven or
+	// RedisEmbedded.
+	Kind string `json:"kind"`
+	// Version is the server's redis_version, such as "7.0.15"; empty for
+	// miniredis.
+	Version string `json:"version,omitempty"`
+	// URL is where it listened, with any password redacted.
+	URL string `json:"url"`
+	// Unit is true when the unit suite's Redis/ checks ran on it; on
+	// miniredis they are skipped and only the Miniredis/ half judges.
+	Unit bool `json:"unit"`
+}
+
+// The kinds of Redis that judge task 6.
+const (
+	// RedisPrivate is a redis-server the grader started for the grading on
+	// a free loopback port, and stopped at its end: the default wherever
+	// redis-server is installed.
+	RedisPrivate = "private"
+	// RedisGiven is the server that grade --redis URL (or REDIS_URL) named.
+	RedisGiven = "given"
+	// RedisEmbedded is an embedded miniredis, the fallback when no
+	// redis-server is installed. Its Lua is not Redis's.
+	RedisEmbedded = "miniredis"
+)
 
 // Env describes where a document was produced.
 type Env struct {

@@ -48,7 +48,7 @@ func gradeFlags(fs *flag.FlagSet) *taskFlags {
 	fs.BoolVar(&f.quick, "quick", false, fmt.Sprintf("practice run: every flood sends for %s instead of 10 s, with the bounds scaled to that; the result is marked practice and is not the graded score", grader.QuickDuration))
 	fs.IntVar(&f.repeat, "repeat", 1, fmt.Sprintf("grade each task N times (1 to %d) and combine them: a check whose repeats disagree is marked inconclusive, with every repeat's values, and the run exits 3", maxRepeat))
 	fs.Uint64Var(&f.seed, "seed", 0, "replay a run's random unit-test inputs: the seed its output and results.json give (default: a new one each run)")
-	fs.StringVar(&f.redis, "redis", os.Getenv("REDIS_URL"), "task 6: a real Redis, such as redis://127.0.0.1:6379 (default $REDIS_URL, else an embedded miniredis)")
+	fs.StringVar(&f.redis, "redis", os.Getenv("REDIS_URL"), "task 6: the Redis that judges, such as redis://127.0.0.1:6379, or off for an embedded miniredis (default $REDIS_URL, else a private redis-server the grader starts and stops, else miniredis when none is installed)")
 	return &f
 }
 
@@ -137,9 +137,6 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 	}
 	fmt.Fprintf(human, "calibration: %d of %d requests at %g/s sent, send lag p99 %.1f ms, a 100 ms sleep overshoots by %.2f ms: %s\n",
 		cal.Issued, cal.Expected, cal.CalibrateRate, cal.SendLagP99MS, cal.SleepOverMS, map[bool]string{true: "ok", false: "NOT OK, " + cal.Reason}[cal.OK])
-	if f.redis == "off" {
-		f.redis = ""
-	}
 	seed := f.seed
 	if seed == 0 {
 		seed = grader.NewSeed()
@@ -348,6 +345,9 @@ func merge(into, d *results.Document, id string) *results.Document {
 	into.Scenarios = append(into.Scenarios, d.Scenarios...)
 	if d.Judge != nil {
 		into.Judge = d.Judge
+	}
+	if d.Redis != nil {
+		into.Redis = d.Redis
 	}
 	into.Finished = d.Finished
 	for task, secs := range d.TaskSeconds {

@@ -18,8 +18,9 @@ package redisbucket
 //
 //	go test -tags exercises ./exercises/redisbucket
 //
-// They use an embedded miniredis, and also a real Redis when one answers at
-// REDIS_URL or 127.0.0.1:6379.
+// They use an embedded miniredis, and also a real Redis: the one at
+// REDIS_URL, else a private redis-server they start when one is installed,
+// else one at 127.0.0.1:6379 if it answers.
 
 import (
 	"context"

@@ -1,5 +1,6 @@
 // Package redisenv opens the Redis that task 6 keeps its token buckets in:
-// a real server given by URL, or an embedded miniredis when there is none.
+// a real server given by URL, a private redis-server started for the
+// purpose (StartServer), or an embedded miniredis when there is neither.
 // The lab's commands and test suites share it, so that they all use the same
 // short timeouts. It reads no environment variables and no flags; callers
 // decide where the URL comes from (usually REDIS_URL or a --redis flag).

@@ -4,27 +4,38 @@
 // it.
 //
 // Every check is a subtest with a fixed name, such as
-// TestBreaker/CooldownExact, and runs inside a testing/synctest bubble:
-// time.Now is fake and time.Sleep only moves the fake clock, so a cooldown of
-// 30 s is checked to the nanosecond in no real time at all. Every call into
-// the code under test goes through a helper that turns a panic into a
+// TestBreaker/CooldownExact, and all but RealClock run inside
+// testing/synctest bubbles (suitekit.Bubble, whose clock starts at a random
+// instant): time.Now is fake and time.Sleep only moves the fake clock, so a
+// cooldown is checked to the nanosecond in no real time at all. Every call
+// into the code under test goes through a helper that turns a panic into a
 // failure of that subtest only, so a stub fails each subtest with its
-// "task 7: ... is not implemented yet" and the others still run.
+// "task 7: ... is not implemented yet" and the others still run. Random
+// inputs come from the run's seed (suitekit.Rand, and rapid's -rapid.seed
+// for Model), printed when a check fails.
 //
 //	StartsClosed            a new breaker is closed and lets calls through
-//	OpensOnFailureRatio     opens when more than FailureRatio of the window failed, not at exactly it
+//	OpensOnFailureRatio     opens when more than FailureRatio of the window failed, not at exactly it,
+//	                        also when the share is above the ratio by less than a whole percent
 //	RespectsMinCalls        no verdict on fewer than MinCalls outcomes
 //	SlidingWindow           only the last Window outcomes count; random runs against a model
 //	FailsFastWhileOpen      ErrOpen and a nil done while open; refusals do not restart the cooldown
-//	CooldownExact           half-open at exactly Cooldown after opening, not 1 ns earlier
-//	HalfOpenLimit           exactly HalfOpenMax trial calls at once, also when 50 goroutines race
+//	CooldownExact           half-open at exactly Cooldown (random, to the ns) after opening, not 1 ns earlier
+//	HalfOpenLimit           exactly HalfOpenMax (random) trial calls at once, when many goroutines race
 //	HalfOpenSuccessCloses   HalfOpenMax successes close it, with an empty window
 //	HalfOpenFailureReopens  one failed trial opens it for another full Cooldown
 //	StaleOutcomesIgnored    outcomes of calls let through before a transition change nothing
 //	DoneTwiceIgnored        only the first call of a done function counts
-//	DefaultSettings         zero and invalid settings get the documented defaults
+//	DefaultSettings         zero and invalid settings (some random) get the documented defaults
 //	Concurrent              goroutines mixing Allow, done and State (run with -race)
 //	StateString             "closed", "open", "half-open", "State(n)"
+//	Model                   random settings (valid and not, windows up to 300) and random
+//	                        sequences of Allow, done (late, twice), sleeps (often to the ns
+//	                        around the cooldown's end) and State, each case in a bubble of
+//	                        its own, against a plain state machine; no call may take time
+//	RealClock               on the machine's clock, outside any bubble: half-open never before
+//	                        the cooldown and soon after it, refusals at once, exactly
+//	                        HalfOpenMax trials when goroutines race in parallel
 //
 // A method that blocks for ever, say on a mutex locked twice, hangs its
 // subtest instead of failing it: a goroutine waiting for a mutex is not
@@ -128,6 +139,10 @@ func Run(t *testing.T, impl Impl) {
 	} {
 		t.Run(c.name, func(t *testing.T) { suitekit.Bubble(t, c.f) })
 	}
+	// Model runs every case in a bubble of its own; RealClock runs on the
+	// machine's clock, outside any bubble.
+	t.Run("Model", s.model)
+	t.Run("RealClock", s.realClock)
 }
 
 type suite struct {
@@ -321,6 +336,30 @@ func (s *suite) opensOnFailureRatio(t *testing.T) {
 	x.sequence("FFFS", "CCCC", "3 failures of 4 is 75%, not more than FailureRatio=0.75: stay closed")
 	x.sequence("FFF", "CCC", "the window of 4 keeps holding 3 failures of 4 as it slides: stay closed")
 	x.sequence("F", "O", "4 failures of 4 is 100%, more than 75%: open")
+
+	// At random: a ratio of 64ths and a window whose failed share is just
+	// above it, within the same whole percent, so that rounding either to
+	// a whole percent (or to any coarser step) says "not more".
+	rng := suitekit.Rand(t)
+	for found := 0; found < 3; {
+		j := 1 + rng.IntN(63)
+		ratio := float64(j) / 64
+		c := 8 + rng.IntN(57)
+		f := int(ratio*float64(c)) + 1 // the fewest failures of c above the ratio
+		share := float64(f) / float64(c)
+		if f > c || math.Floor(share*100) != math.Floor(ratio*100) {
+			continue
+		}
+		found++
+		x = s.breaker(t, Settings{Window: c, FailureRatio: ratio, MinCalls: c, Cooldown: time.Minute, HalfOpenMax: 1})
+		x.sequence(strings.Repeat("S", c-f)+strings.Repeat("F", f), strings.Repeat("C", c-1)+"O",
+			fmt.Sprintf("%d failures of %d is %.4f%%, more than FailureRatio=%v = %.4f%%: open (compare the exact share, not whole percents)",
+				f, c, 100*share, ratio, 100*ratio))
+		f--
+		x = s.breaker(t, Settings{Window: c, FailureRatio: ratio, MinCalls: c, Cooldown: time.Minute, HalfOpenMax: 1})
+		x.sequence(strings.Repeat("S", c-f)+strings.Repeat("F", f), strings.Repeat("C", c),
+			fmt.Sprintf("%d failures of %d is %.4f%%, not more than FailureRatio=%v: stay closed", f, c, 100*float64(f)/float64(c), ratio))
+	}
 }
 
 func (s *suite) respectsMinCalls(t *testing.T) {
@@ -354,6 +393,14 @@ func (s *suite) slidingWindow(t *testing.T) {
 	x.sequence(strings.Repeat("S", 40)+"FF", strings.Repeat("C", 42), "the window is SSFF: 2 failures of 4")
 	x.sequence("F", "O", "the window is SFFF: 3 failures of 4, more than 50%, however many successes came before it")
 
+	// A large window, of random size, remembers its oldest outcomes: more
+	// than half of them failures, then a long run of successes.
+	w := 130 + suitekit.Rand(t).IntN(171)
+	f := w/2 + 1
+	x = s.breaker(t, Settings{Window: w, FailureRatio: 0.5, MinCalls: w, Cooldown: time.Minute, HalfOpenMax: 1})
+	x.sequence(strings.Repeat("F", f)+strings.Repeat("S", w-f), strings.Repeat("C", w-1)+"O",
+		fmt.Sprintf("Window=%d outcomes, of which the first %d failed: %d of %d is more than 50%%; keep all Window outcomes, however many", w, f, f, w))
+
 	modelRuns(t, s)
 }
 
@@ -363,11 +410,11 @@ func (s *suite) slidingWindow(t *testing.T) {
 // breaker disagree with the model.
 func modelRuns(t *testing.T, s *suite) {
 	t.Helper()
-	rng := rand.New(rand.NewPCG(7, 7))
-	windows := []int{1, 2, 3, 4, 5, 8, 10, 16, 20}
+	rng := suitekit.Rand(t)
+	windows := []int{1, 2, 3, 4, 5, 8, 10, 16, 20, 1 + rng.IntN(64), 65 + rng.IntN(200)}
 	ratios := []float64{0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875}
 	shares := []float64{0.05, 0.2, 0.35, 0.5, 0.65, 0.9}
-	for run := range 300 {
+	for run := range 200 {
 		cfg := Settings{Cooldown: time.Minute, HalfOpenMax: 1}
 		cfg.Window = windows[rng.IntN(len(windows))]
 		cfg.MinCalls = 1 + rng.IntN(cfg.Window)
@@ -376,7 +423,7 @@ func modelRuns(t *testing.T, s *suite) {
 		x := s.breaker(t, cfg)
 		var window []bool // true for a failure, oldest first
 		var outcomes strings.Builder
-		for step := range 80 {
+		for step := range 80 + 2*cfg.Window {
 			success := rng.Float64() >= share
 			x.report(x.admit(fmt.Sprintf("random run %d: the model says the breaker is still closed", run)), success,
 				fmt.Sprintf("call %d", step+1))
@@ -435,22 +482,26 @@ func (s *suite) failsFastWhileOpen(t *testing.T) {
 }
 
 func (s *suite) cooldownExact(t *testing.T) {
-	const cooldown = 30*time.Second + 250*time.Millisecond
+	// A cooldown drawn at random, to the nanosecond, between 1s and 2m,
+	// and a random delay between letting the call through and its failure.
+	rng := suitekit.Rand(t)
+	cooldown := time.Second + time.Duration(rng.Int64N(int64(2*time.Minute)))
+	slow := time.Duration(rng.Int64N(int64(10 * time.Second)))
 	cfg := Settings{Window: 4, FailureRatio: 0.5, MinCalls: 1, Cooldown: cooldown, HalfOpenMax: 1}
 
 	// The cooldown starts when the failure that tips the breaker is
 	// reported, not when its call was let through.
 	x := s.breaker(t, cfg)
 	done := x.admit("a new breaker is closed")
-	time.Sleep(5 * time.Second)
+	time.Sleep(slow)
 	x.report(done, false, "a call let through at t=0s")
-	x.expectState(Open, "one failure of one call, with MinCalls=1, is more than 50%: open at t=5s")
+	x.expectState(Open, fmt.Sprintf("one failure of one call, with MinCalls=1, is more than 50%%: open at t=%v", slow))
 	time.Sleep(cooldown - 1)
-	x.expectState(Open, "1ns before Cooldown=30.25s has passed since the breaker opened at t=5s, it is still open")
+	x.expectState(Open, fmt.Sprintf("1ns before Cooldown=%v has passed since the breaker opened at t=%v, it is still open", cooldown, slow))
 	x.refuse("1ns before the end of the cooldown Allow still fails fast")
 	time.Sleep(time.Nanosecond)
-	x.expectState(HalfOpen, "exactly Cooldown=30.25s after opening, State reports half-open, even before any Allow "+
-		"(work the transition out from time.Now in State too)")
+	x.expectState(HalfOpen, fmt.Sprintf("exactly Cooldown=%v after opening, State reports half-open, even before any Allow "+
+		"(work the transition out from time.Now in State too, to the nanosecond)", cooldown))
 	x.admit("half-open: the first trial call goes through")
 
 	// The same, asking Allow first: it must not depend on State having
@@ -460,25 +511,28 @@ func (s *suite) cooldownExact(t *testing.T) {
 	time.Sleep(cooldown - 1)
 	x.refuse("1ns before the end of the cooldown Allow still fails fast")
 	time.Sleep(time.Nanosecond)
-	x.admit("exactly Cooldown=30.25s after opening, Allow lets a trial call through without State being called " +
-		"(work the transition out from time.Now in Allow)")
+	x.admit(fmt.Sprintf("exactly Cooldown=%v after opening, Allow lets a trial call through without State being called "+
+		"(work the transition out from time.Now in Allow)", cooldown))
 	x.expectState(HalfOpen, "with a trial call out the breaker is half-open")
 
-	// Nothing happens at the end of a cooldown nobody asks about: an hour
-	// later the breaker is half-open, not closed.
+	// Nothing happens at the end of a cooldown nobody asks about: long
+	// after, the breaker is half-open, not closed.
 	x = s.breaker(t, cfg)
 	x.trip(1, "")
-	time.Sleep(time.Hour)
-	x.expectState(HalfOpen, "an hour after opening, with no call since, the breaker is half-open: only trial calls close it")
+	later := cooldown + time.Duration(rng.Int64N(int64(48*time.Hour)))
+	time.Sleep(later)
+	x.expectState(HalfOpen, fmt.Sprintf("%v after opening, with no call since, the breaker is half-open: only trial calls close it", later))
 }
 
 func (s *suite) halfOpenLimit(t *testing.T) {
-	x := s.breaker(t, Settings{Window: 4, FailureRatio: 0.5, MinCalls: 1, Cooldown: time.Second, HalfOpenMax: 3})
+	rng := suitekit.Rand(t)
+	most := 2 + rng.IntN(15) // HalfOpenMax, at random
+	x := s.breaker(t, Settings{Window: 4, FailureRatio: 0.5, MinCalls: 1, Cooldown: time.Second, HalfOpenMax: most})
 	x.trip(1, "")
 	time.Sleep(time.Second)
 
-	// 50 goroutines ask at the same instant; exactly HalfOpenMax may go.
-	const goroutines = 50
+	// Many goroutines ask at the same instant; exactly HalfOpenMax may go.
+	goroutines := 3*most + 10 + rng.IntN(50)
 	var (
 		wg     sync.WaitGroup
 		start  = make(chan struct{})
@@ -517,18 +571,18 @@ func (s *suite) halfOpenLimit(t *testing.T) {
 	if len(other) > 0 {
 		t.Fatalf("half-open, %d goroutines calling Allow() at once: got %s; want (done, nil) or (nil, ErrOpen)", goroutines, other[0])
 	}
-	if len(trials) != 3 {
-		t.Fatalf("half-open with HalfOpenMax=3, %d goroutines calling Allow() at once: %d let through; want exactly 3\n"+
-			"count a trial when Allow lets it through, under the same lock as the check", goroutines, len(trials))
+	if len(trials) != most {
+		t.Fatalf("half-open with HalfOpenMax=%d, %d goroutines calling Allow() at once: %d let through; want exactly %d\n"+
+			"count a trial when Allow lets it through, under the same lock as the check", most, goroutines, len(trials), most)
 	}
-	x.refuse("3 trials are out and HalfOpenMax=3: the next call must fail fast")
-	x.expectState(HalfOpen, "3 trials out, none reported")
+	x.refuse(fmt.Sprintf("%d trials are out and HalfOpenMax=%d: the next call must fail fast", most, most))
+	x.expectState(HalfOpen, fmt.Sprintf("%d trials out, none reported", most))
 
 	// A trial that succeeds frees its slot; the limit is on trials at once.
 	x.report(trials[0], true, "trial 1")
-	x.expectState(HalfOpen, "1 success of the 3 needed to close")
-	trials = append(trials[1:], x.admit("trial 1 succeeded: 2 trials are out, so one more may go"))
-	x.refuse("3 trials are out again")
+	x.expectState(HalfOpen, fmt.Sprintf("1 success of the %d needed to close", most))
+	trials = append(trials[1:], x.admit(fmt.Sprintf("trial 1 succeeded: %d trials are out, so one more may go", most-1)))
+	x.refuse(fmt.Sprintf("%d trials are out again", most))
 	time.Sleep(time.Hour)
 	x.refuse("time does not free a trial slot; only done does")
 
@@ -688,12 +742,21 @@ func (s *suite) doneTwiceIgnored(t *testing.T) {
 }
 
 func (s *suite) defaultSettings(t *testing.T) {
+	rng := suitekit.Rand(t)
 	for _, cfg := range []Settings{
 		{},
 		{Window: -1, FailureRatio: -0.5, MinCalls: -3, Cooldown: -time.Second, HalfOpenMax: -2},
 		{FailureRatio: math.NaN()},
 		{FailureRatio: 1},
 		{FailureRatio: 1.5},
+		// And invalid values drawn at random.
+		{
+			Window:       -rng.IntN(1 << 20),
+			FailureRatio: []float64{1 + rng.Float64()*1e6, -rng.Float64(), math.Inf(1), math.Inf(-1)}[rng.IntN(4)],
+			MinCalls:     -rng.IntN(1 << 20),
+			Cooldown:     -time.Duration(rng.Int64N(int64(time.Hour))),
+			HalfOpenMax:  -rng.IntN(1 << 20),
+		},
 	} {
 		why := fmt.Sprintf("settings %+v mean the defaults: Window=20, FailureRatio=0.5, MinCalls=10, Cooldown=30s, HalfOpenMax=1", cfg)
 		x := s.breaker(t, cfg)
@@ -748,8 +811,9 @@ func (s *suite) concurrent(t *testing.T) {
 	cfg := Settings{Window: 10, FailureRatio: 0.5, MinCalls: 5, Cooldown: 100 * time.Millisecond, HalfOpenMax: 2}
 	x := s.breaker(t, cfg)
 	var bad atomic.Value // string: the first wrong answer
+	seed := suitekit.Rand(t).Uint64()
 	suitekit.Hammer(t, 8, "a call", func(g int) {
-		rng := rand.New(rand.NewPCG(uint64(g), 99))
+		rng := rand.New(rand.NewPCG(seed, uint64(g)))
 		for range 400 {
 			if st := x.impl.State(x.b); st < Closed || st > HalfOpen {
 				bad.CompareAndSwap(nil, fmt.Sprintf("State() = %v; want closed, open or half-open", st))

@@ -7,12 +7,16 @@
 //
 //	Miniredis/NAME  against an embedded miniredis, one per check, whose clock
 //	                the suite sets (miniredis.SetTime moves what TIME returns,
-//	                FastForward ages the keys' TTLs), so waits are exact
-//	Redis/NAME      against a real Redis, the truth wherever the two differ:
-//	                REDIS_URL if set, else 127.0.0.1:6379 if it answers PING
-//	                within 200 ms; skipped with a message when there is none,
-//	                failed when REDIS_URL is set but does not answer, and
-//	                skipped on purpose with REDIS_URL=off
+//	                FastForward ages the keys' TTLs), so waits are exact; the
+//	                clock starts at a random instant of the century
+//	Redis/NAME      against a real Redis, the truth wherever the two differ
+//	                (their Lua formats numbers differently): REDIS_URL if set;
+//	                else a private redis-server the suite starts on a free
+//	                loopback port and stops at the end, when redis-server is
+//	                installed; else 127.0.0.1:6379 if it answers PING within
+//	                200 ms. Skipped with a message when there is none, failed
+//	                when REDIS_URL is set but does not answer, and skipped on
+//	                purpose with REDIS_URL=off. The log says which Redis judged.
 //
 // The checks, by NAME:
 //
@@ -20,26 +24,39 @@
 //	RefillsAtRate     tokens drip in at rate per second
 //	CapsAtBurst       an idle bucket never holds more than burst
 //	ExactWait         the wait is (n − tokens)/rate, never rounded down, and
-//	                  a caller that sleeps it then gets in
+//	                  a caller that sleeps it then gets in (fixed and random
+//	                  cases)
 //	FractionalTokens  fractional n and a fractional burst
 //	MoreThanBurst     n > burst can never succeed: (false, lab.InfDuration)
 //	Expiry            the key has a TTL, refreshed on every take, that
-//	                  outlives the refill; an idle key disappears
+//	                  outlives the refill and not by more than a second; an
+//	                  idle key disappears (a random bucket)
+//	Keyspace          150 to 800 keys (how many is random): each bucket keeps
+//	                  its state, Redis holds one key per bucket and nothing
+//	                  else, each with such a TTL, and none once idle
+//	Model             random buckets and sequences of calls on a few keys,
+//	                  the script called in MULTI/EXEC with TIME around every
+//	                  call, judged against a model by Redis's own clock to
+//	                  the microsecond, with the key's PTTL after each take
 //	RedisClock        the script reads Redis's clock (TIME) and no time from
 //	                  the caller
 //	Atomicity         32 goroutines on 2 clients never get more than
-//	                  burst + rate × elapsed
+//	                  burst + rate × elapsed from a key
 //	FailOpen          Redis refusing or hanging mid-run: answers from the
 //	                  local bucket within its bound, every call quick, one log
 //	                  line, a counter, and back to Redis when it returns
 //
-// A real Redis cannot be given a fake clock, so there the checks sleep for
-// real (a few seconds in all) and allow for the time the calls themselves
-// take: a wait may then be shorter than the ideal by at most the time that
-// has passed beyond the planned sleeps, never longer than the ideal plus
-// 1 ms. When that slack leaves an answer undecided, the check starts again on
-// fresh keys, and is skipped after three tries. Every check uses keys of its
-// own, under a prefix unique to the run, and deletes them when it ends.
+// Every random input comes from the run's seed (suitekit.Rand, and rapid's
+// -rapid.seed for Model), printed when a check fails.
+//
+// A real Redis cannot be given a fake clock, so there the checks other than
+// Model sleep for real (a few seconds in all) and allow for the time the
+// calls themselves take: a wait may then be shorter than the ideal by at
+// most the time that has passed beyond the planned sleeps, never longer than
+// the ideal plus 1 ms. When that slack leaves an answer undecided, the check
+// starts again on fresh keys, and is skipped after three tries. Every check
+// uses keys of its own, random letters under a prefix unique to the run,
+// and deletes them when it ends.
 //
 // Every call into the code under test goes through a helper that turns a
 // panic into a failure of that subtest only.
@@ -90,7 +107,8 @@ type NewLimiter func(rdb *redis.Client, rate, burst float64, log *slog.Logger) L
 // directly; newLimiter builds the package's Limiter.
 func Run(t *testing.T, script string, newLimiter NewLimiter) {
 	redis.SetLogger(quiet{}) // go-redis would print every failed dial of FailOpen
-	s := &suite{script: script, newLimiter: newLimiter, run: fmt.Sprintf("task6-%d-%d-", os.Getpid(), rand.Uint32())}
+	suitekit.NoteSeed(t)
+	s := &suite{script: script, newLimiter: newLimiter, run: letters(suitekit.Rand(t), 10)}
 	checks := []check{
 		{"StartsFull", s.startsFull},
 		{"RefillsAtRate", s.refillsAtRate},
@@ -99,13 +117,18 @@ func Run(t *testing.T, script string, newLimiter NewLimiter) {
 		{"FractionalTokens", s.fractionalTokens},
 		{"MoreThanBurst", s.moreThanBurst},
 		{"Expiry", s.expiry},
+		{"Keyspace", s.keyspace},
+		{"Model", s.model},
 		{"RedisClock", s.redisClock},
 		{"Atomicity", s.atomicity},
 		{"FailOpen", s.failOpen},
 	}
-	realURL, skip, fail := realRedis()
-	for _, b := range []backend{{name: "Miniredis"}, {name: "Redis", url: realURL, skip: skip, fail: fail}} {
+	real := realRedis(t)
+	for _, b := range []backend{{name: "Miniredis"}, real} {
 		t.Run(b.name, func(t *testing.T) {
+			if b.desc != "" {
+				t.Logf("judged by %s", b.desc)
+			}
 			for _, c := range checks {
 				t.Run(c.name, func(t *testing.T) {
 					switch {
@@ -114,7 +137,8 @@ func Run(t *testing.T, script string, newLimiter NewLimiter) {
 					case b.fail != "":
 						t.Fatal(b.fail)
 					}
-					c.f(s.env(t, b))
+					e := s.env(t, b)
+					e.decided(c.f)
 				})
 			}
 		})
@@ -130,7 +154,7 @@ type check struct {
 type suite struct {
 	script     string
 	newLimiter NewLimiter
-	run        string // prefix of every key this run uses
+	run        string // prefix of every key this run uses: random letters
 	keys       atomic.Int64
 }
 
@@ -139,32 +163,63 @@ type suite struct {
 type backend struct {
 	name       string
 	url        string
+	desc       string // which Redis, for the log
 	skip, fail string // why the checks cannot run
 }
 
-// realRedis finds the real Redis to test against: REDIS_URL, or
-// 127.0.0.1:6379. It returns its URL, or why its checks are skipped or fail.
-func realRedis() (url, skip, fail string) {
+// realRedis finds the real Redis to test against: REDIS_URL if set; else a
+// private redis-server started for this run, when redis-server is
+// installed; else one at 127.0.0.1:6379 if it answers. It returns the
+// "Redis" backend, with why its checks are skipped or fail if there is
+// none.
+func realRedis(t *testing.T) backend {
+	b := backend{name: "Redis"}
 	url, set := os.LookupEnv("REDIS_URL")
 	switch {
 	case set && url == "off":
-		return "", "REDIS_URL=off: the checks against a real Redis are turned off; the Miniredis ones ran", ""
-	case url == "":
-		set = false
-		url = "redis://127.0.0.1:6379"
+		b.skip = "REDIS_URL=off: the checks against a real Redis are turned off; the Miniredis ones ran"
+		return b
+	case url != "":
+		b.url, b.desc = url, "the Redis at REDIS_URL="+url
+	case redisenv.ServerAvailable():
+		// Its own server: no other program's keys, nothing left behind.
+		// It lives as long as the test binary's top-level test.
+		srv, err := redisenv.StartServer(context.Background(), t.TempDir())
+		if err != nil {
+			b.fail = fmt.Sprintf("redis-server is installed but a private one would not start: %v\n"+
+				"set REDIS_URL to a running Redis, or REDIS_URL=off to test against miniredis only", err)
+			return b
+		}
+		t.Cleanup(srv.Stop)
+		b.url, b.desc = srv.URL, srv.String()
+		return b
+	default:
+		b.url, b.desc = "redis://127.0.0.1:6379", "the Redis at 127.0.0.1:6379 (no redis-server installed to start a private one)"
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, _, cleanup, err := redisenv.Open(ctx, url)
+	_, _, cleanup, err := redisenv.Open(ctx, b.url)
 	if err != nil {
 		if set {
-			return "", "", fmt.Sprintf("REDIS_URL=%s did not answer PING within 200 ms: %v\nstart that server, or unset REDIS_URL to test against miniredis only", url, err)
+			b.fail = fmt.Sprintf("REDIS_URL=%s did not answer PING within 200 ms: %v\nstart that server, or unset REDIS_URL to test against a private redis-server (or miniredis only)", url, err)
+			return b
 		}
-		return "", "no Redis answered PING at 127.0.0.1:6379 within 200 ms, so only the Miniredis checks ran. " +
-			"To run these too, start one (redis-server --daemonize yes --port 6379 --save \"\" --appendonly no) or set REDIS_URL", ""
+		b.skip = "no redis-server is installed and no Redis answered PING at 127.0.0.1:6379 within 200 ms, so only the Miniredis checks ran. " +
+			"To run these too, install Redis (redis-server in PATH: the checks start a private one) or set REDIS_URL"
+		return b
 	}
 	cleanup()
-	return url, "", ""
+	return b
+}
+
+// letters returns n random lowercase letters: key names that say nothing
+// about the check that uses them.
+func letters(rng *rand.Rand, n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte('a' + rng.IntN(26))
+	}
+	return string(b)
 }
 
 // quiet is a go-redis logger that drops everything.
@@ -181,8 +236,9 @@ type env struct {
 	s      *suite
 	mr     *miniredis.Miniredis // nil on a real Redis
 	url    string               // the server, as redis://host:port
-	rdb    *redis.Client        // for the check's own commands, not for limiters
+	rdb    *redis.Client        // for the check's own commands, not for limiters (ownClient)
 	prefix string               // every key of the current attempt starts with it
+	rng    *rand.Rand           // the check's random inputs, from the run's seed
 
 	clock   time.Time     // what miniredis's TIME returns
 	start   time.Time     // real time of the attempt's first call
@@ -190,13 +246,30 @@ type env struct {
 	planned time.Duration // the sum of advance calls in this attempt
 }
 
-// fakeStart is miniredis's clock when a check begins. Its microseconds are
-// not zero, so a script that loses them somewhere shows it.
-var fakeStart = time.Date(2026, 11, 30, 12, 0, 0, 123456000, time.UTC)
+// randomInstant returns a time for miniredis's clock: any second of this
+// century, its microseconds often few (under 1,000 or under 100,000, as
+// TIME's second field then has fewer than six digits) and otherwise any.
+// A script that only works at some times, or loses the microseconds, or
+// glues TIME's two fields together as text, shows it somewhere.
+func randomInstant(rng *rand.Rand) time.Time {
+	first := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+	last := time.Date(2099, 12, 31, 0, 0, 0, 0, time.UTC).Unix()
+	sec := first + rng.Int64N(last-first)
+	var us int64
+	switch rng.IntN(3) {
+	case 0:
+		us = rng.Int64N(1000)
+	case 1:
+		us = rng.Int64N(100_000)
+	default:
+		us = rng.Int64N(1_000_000)
+	}
+	return time.Unix(sec, us*1000).UTC()
+}
 
 func (s *suite) env(t *testing.T, b backend) *env {
 	t.Helper()
-	e := &env{t: t, s: s, url: b.url}
+	e := &env{t: t, s: s, url: b.url, rng: suitekit.Rand(t)}
 	if b.url == "" {
 		e.mr = miniredis.NewMiniRedis()
 		if err := e.mr.Start(); err != nil {
@@ -204,10 +277,10 @@ func (s *suite) env(t *testing.T, b backend) *env {
 		}
 		t.Cleanup(e.mr.Close)
 		e.url = "redis://" + e.mr.Addr()
-		e.clock = fakeStart
+		e.clock = randomInstant(e.rng)
 		e.mr.SetTime(e.clock)
 	}
-	e.rdb = e.client()
+	e.rdb = e.ownClient()
 	if e.mr == nil {
 		run := s.run
 		t.Cleanup(func() { deleteKeys(e.rdb, "*"+run+"*") })
@@ -220,10 +293,11 @@ func (s *suite) env(t *testing.T, b backend) *env {
 func (e *env) fake() bool { return e.mr != nil }
 
 // fresh starts an attempt: new keys, and the clock counted from the next
-// call (until then every key is a full bucket, however long it takes).
+// call (until then every key is a full bucket, however long it takes). The
+// keys are the run's random prefix and a few more random letters, so they
+// say nothing about which check uses them.
 func (e *env) fresh() {
-	e.prefix = fmt.Sprintf("%s%s-%d-", e.s.run, e.t.Name(), e.s.keys.Add(1))
-	e.prefix = strings.NewReplacer("/", "-", " ", "-").Replace(e.prefix)
+	e.prefix = fmt.Sprintf("%s%s%d:", e.s.run, letters(e.rng, 4), e.s.keys.Add(1))
 	e.begun = false
 	e.planned = 0
 }
@@ -237,6 +311,18 @@ func (e *env) begin() {
 
 // key returns the full key for a check's short key name.
 func (e *env) key(name string) string { return e.prefix + name }
+
+// ownClient opens the check's own client of the server, for looking at
+// keys and calling the script directly: the code under test is not behind
+// it, so it waits for Redis as long as a busy machine needs.
+func (e *env) ownClient() *redis.Client {
+	e.t.Helper()
+	opt := e.options()
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = 5*time.Second, 5*time.Second, 5*time.Second, 5*time.Second
+	rdb := redis.NewClient(opt)
+	e.t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
 
 // client opens a client of the server with redisenv's short timeouts.
 func (e *env) client() *redis.Client {
@@ -301,10 +387,6 @@ type inconclusive struct{ why string }
 func (e *env) attempts(scenario func()) {
 	e.t.Helper()
 	e.fresh()
-	if e.fake() {
-		scenario()
-		return
-	}
 	var why string
 	for try := range 3 {
 		if try > 0 {
@@ -327,7 +409,35 @@ func (e *env) attempts(scenario func()) {
 			return
 		}
 	}
+	e.undecided(why)
+}
+
+// undecided ends a check that could not decide three times: a skip on a
+// real Redis, whose timing a busy machine can upset; a failure on
+// miniredis, whose clock the suite sets, so that only a script too slow
+// to answer within the limiter's timeout can leave it undecided.
+func (e *env) undecided(why string) {
+	e.t.Helper()
+	if e.fake() {
+		e.t.Fatalf("three tries could not decide: %s\nthe limiter gives Redis %v per decision: a script that takes longer fails open", why, 200*time.Millisecond)
+	}
 	e.t.Skipf("this machine was too slow three times for the timing to decide: %s", why)
+}
+
+// decided runs a check, ending it as undecided if it gives up on timing
+// outside attempts.
+func (e *env) decided(check func(*env)) {
+	e.t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			inc, isInc := r.(inconclusive)
+			if !isInc {
+				panic(r)
+			}
+			e.undecided(inc.why)
+		}
+	}()
+	check(e)
 }
 
 // deleteKeys deletes every key that matches pattern.
@@ -419,6 +529,11 @@ func (x *lim) take(name string, n float64) (ok bool, wait time.Duration) {
 	x.e.t.Helper()
 	ok, wait, err := x.try(context.Background(), name, n)
 	if err != nil {
+		if timedOut(err) {
+			// A busy machine: the call may or may not have spent tokens,
+			// so the attempt starts again on fresh keys.
+			panic(inconclusive{fmt.Sprintf("TryTakeCtx(%q, %v) did not get an answer from Redis in time: %v", name, n, err)})
+		}
 		x.e.t.Fatal(errReport(fmt.Sprintf("%s: TryTakeCtx(%q, %v)", x.e.at(), name, n), err))
 	}
 	return ok, wait
@@ -574,6 +689,29 @@ func (s *suite) exactWait(e *env) {
 		{8, 1, 1, 0.9999, 124987500, "empty at 8/s, want 0.9999: 124.9875ms"},
 		{40, 2, 2, 1.999, 49975000, "empty at 40/s, want 1.999: 49.975ms"},
 	}
+	// And as many drawn at random on every run: any rate, burst and
+	// amounts, rounded to a thousandth so that the messages stay readable.
+	for range 4 {
+		rate := 2 + math.Round(e.rng.Float64()*48000)/1000
+		burst := float64(1 + e.rng.IntN(8))
+		if e.rng.IntN(2) == 0 {
+			burst += math.Round(e.rng.Float64()*1000) / 1000
+		}
+		first := math.Max(0.001, math.Round(burst*(0.3+0.7*e.rng.Float64())*1000)/1000)
+		left := burst - first
+		then := math.Min(burst, math.Round((left+0.001+math.Min(first, rate/2)*e.rng.Float64())*1000)/1000) // a wait of at most half a second
+		if then <= left {
+			continue
+		}
+		// Rounded down to the nanosecond: the exact wait lies within a
+		// nanosecond above it, and a script may round up from there.
+		exact := time.Duration(math.Floor((then - left) / rate * 1e9))
+		cases = append(cases, struct {
+			rate, burst, first, then float64
+			wait                     time.Duration
+			why                      string
+		}{rate, burst, first, then, exact, fmt.Sprintf("%.4g tokens left, want %v, at %v/s: (%v − %.4g)/%v s = %v", left, then, rate, then, left, rate, exact)})
+	}
 	for i, c := range cases {
 		e.attempts(func() {
 			x := e.limiter(c.rate, c.burst, nil)
@@ -606,13 +744,17 @@ func (s *suite) exactWait(e *env) {
 		return
 	}
 	// Below the millisecond, with the clock stopped: only miniredis can.
-	x := e.limiter(3, 1, nil)
+	// One token at a rate whose period is no whole number of microseconds.
+	r := []float64{3, 6, 7, 9, 11, 12, 13, 14, 15, 17, 19}[e.rng.IntN(11)]
+	period := time.Duration(math.Floor(1e9 / r)) // rounded down to the ns
+	x := e.limiter(r, 1, nil)
 	x.drain("fine", 1, "a new key has a full bucket of burst=1")
-	x.expect("fine", 1, false, 333333334, "empty at 3/s: one token takes 333.333333ms")
-	e.advance(333333 * time.Microsecond)
-	x.expect("fine", 1, false, 334, "after 333.333ms, 0.999999 tokens are there: 333ns to go, so the wait must not be 0 (a refusal with wait 0 sends the caller straight back)")
+	x.expect("fine", 1, false, period, fmt.Sprintf("empty at %v/s: one token takes %v", r, period))
+	below := period.Truncate(time.Microsecond)
+	e.advance(below)
+	x.expect("fine", 1, false, period-below, fmt.Sprintf("after %v, %v to go, so the wait must not be 0 (a refusal with wait 0 sends the caller straight back)", below, period-below))
 	e.advance(time.Microsecond)
-	x.expect("fine", 1, true, 0, "after 333.334ms the token is there")
+	x.expect("fine", 1, true, 0, fmt.Sprintf("after %v the token is there", below+time.Microsecond))
 
 	// A slow rate.
 	x = e.limiter(0.5, 1, nil)
@@ -674,6 +816,25 @@ func (s *suite) moreThanBurst(e *env) {
 		x.expect("k", 2.5, false, lab.InfDuration, "on an empty bucket too, n > burst is never, not a finite wait")
 		x.expect("k", 2, false, 200*time.Millisecond, "n = burst on an empty bucket waits burst/rate = 200ms")
 	})
+	// The same with a random bucket and random amounts above its burst.
+	rate := 5 + math.Round(e.rng.Float64()*4500)/100
+	burst := 0.5 + math.Round(e.rng.Float64()*2000)/100
+	over := []float64{
+		burst + 1e-6*burst,
+		math.Nextafter(burst, math.Inf(1)) + burst*e.rng.Float64(),
+		burst * float64(2+e.rng.IntN(1000)),
+		math.Inf(1),
+	}
+	e.attempts(func() {
+		x := e.limiter(rate, burst, nil)
+		for _, n := range over {
+			x.expect("r", n, false, lab.InfDuration, fmt.Sprintf("n=%v is greater than burst=%v: never", n, burst))
+		}
+		x.expect("r", burst, true, 0, fmt.Sprintf("n = burst=%v succeeds on a full bucket, and the impossible requests spent nothing", burst))
+		for _, n := range over {
+			x.expect("r", n, false, lab.InfDuration, "on an empty bucket too, n > burst is never, not a finite wait")
+		}
+	})
 }
 
 // The expiry a key may have: at least what the bucket needs to refill to
@@ -682,19 +843,27 @@ func (s *suite) moreThanBurst(e *env) {
 const expiryMargin = time.Second
 
 func (s *suite) expiry(e *env) {
-	const rate, burst = 2, 4 // empty to full in 2s
+	// A random bucket that refills from empty in 1.5s to 8s; the first take
+	// leaves part of it, the second, later, takes most of the rest, so the
+	// expiry must follow the tokens missing, not the tokens taken.
+	rate := 1 + math.Round(e.rng.Float64()*300)/100 // 1 to 4 tokens a second
+	burst := math.Round((1.5+e.rng.Float64()*6.5)*rate*100) / 100
+	first := math.Round(burst*(0.1+0.3*e.rng.Float64())*100) / 100
+	pause := time.Duration(200+e.rng.IntN(300)) * time.Millisecond
+	second := math.Round((burst-first)*(0.6+0.3*e.rng.Float64())*100) / 100
 	most := time.Duration(burst/rate*float64(time.Second)) + expiryMargin + time.Millisecond
 	e.attempts(func() {
 		x := e.limiter(rate, burst, nil)
-		x.expect("k", 1, true, 0, "a new key has a full bucket of burst=4")
-		p0 := s.checkTTL(e, "k", 3, most, "after the first take")
-		e.advance(400 * time.Millisecond)
-		x.expect("k", 3, true, 0, "3 + 0.8 tokens are there")
-		p1 := s.checkTTL(e, "k", 0.8, most, "after a second take 400ms later")
-		if p1 < p0-200*time.Millisecond {
-			e.t.Fatalf("%s: the key's PTTL went from %v to %v across a take 400ms later; want it set again by every take\n"+
+		x.expect("k", first, true, 0, fmt.Sprintf("a new key has a full bucket of burst=%v", burst))
+		p0 := s.checkTTL(e, "k", rate, burst, burst-first, most, "after the first take")
+		e.advance(pause)
+		left := math.Min(burst, burst-first+rate*pause.Seconds())
+		x.expect("k", second, true, 0, fmt.Sprintf("%v + %v tokens are there", burst-first, left-(burst-first)))
+		p1 := s.checkTTL(e, "k", rate, burst, left-second, most, fmt.Sprintf("after a second take %v later", pause))
+		if p1 < p0-pause/2 {
+			e.t.Fatalf("%s: the key's PTTL went from %v to %v across a take %v later; want it set again by every take\n"+
 				"a key in use must not expire: PEXPIRE on every take, not only when the key is created",
-				e.at(), p0, p1)
+				e.at(), p0, p1, pause)
 		}
 		if !e.fake() {
 			return
@@ -707,15 +876,14 @@ func (s *suite) expiry(e *env) {
 				"an idle key must disappear once its bucket is full again, or Redis keeps every key ever seen: set an expiry of the refill time plus at most %v",
 				e.at(), key, most, expiryMargin)
 		}
-		x.expect("k", 4, true, 0, "an expired key is a full bucket again")
+		x.expect("k", burst, true, 0, "an expired key is a full bucket again")
 	})
 }
 
-// checkTTL checks the expiry of the key of name, whose bucket holds tokens
-// (planned) after a take, and returns it.
-func (s *suite) checkTTL(e *env, name string, tokens float64, most time.Duration, when string) time.Duration {
+// checkTTL checks the expiry of the key of name, whose bucket (rate, burst)
+// holds tokens (planned) after a take, and returns it.
+func (s *suite) checkTTL(e *env, name string, rate, burst, tokens float64, most time.Duration, when string) time.Duration {
 	e.t.Helper()
-	const rate, burst = 2, 4
 	key := e.redisKey(name)
 	if key == "" {
 		e.t.Fatalf("%s: no Redis key ends with %q %s; want the bucket's hash", e.at(), e.key(name), when)
@@ -724,19 +892,19 @@ func (s *suite) checkTTL(e *env, name string, tokens float64, most time.Duration
 	if err != nil {
 		e.t.Fatalf("PTTL %s: %v", key, err)
 	}
-	least := time.Duration((burst-tokens)/rate*float64(time.Second)) - e.slack()
+	least := time.Duration((burst-tokens)/rate*float64(time.Second)) - e.slack() - time.Millisecond
 	switch {
 	case pttl < 0:
 		e.t.Fatalf("%s: PTTL %s = %v %s; want an expiry between %v and %v\n"+
 			"the key has no expiry, so Redis keeps a hash for every key ever seen: PEXPIRE it on every take",
 			e.at(), key, pttl, when, least, most)
 	case pttl < least:
-		e.t.Fatalf("%s: PTTL %s = %v %s; want at least %v, the time its %v tokens take to refill to burst=%v at %v/s\n"+
+		e.t.Fatalf("%s: PTTL %s = %v %s; want at least %v, the time its %.4g tokens take to refill to burst=%v at %v/s\n"+
 			"a key that expires before its bucket is full again comes back full, letting the client in early",
-			e.at(), key, pttl, when, least, tokens, float64(burst), float64(rate))
+			e.at(), key, pttl, when, least, tokens, burst, rate)
 	case pttl > most:
-		e.t.Fatalf("%s: PTTL %s = %v %s; want at most %v: empty to full (burst/rate = 2s) plus a margin of at most %v",
-			e.at(), key, pttl, when, most, expiryMargin)
+		e.t.Fatalf("%s: PTTL %s = %v %s; want at most %v: empty to full (burst/rate = %v) plus a margin of at most %v",
+			e.at(), key, pttl, when, most, time.Duration(burst/rate*float64(time.Second)), expiryMargin)
 	}
 	return pttl
 }
@@ -764,7 +932,7 @@ func (s *suite) redisClock(e *env) {
 		if e.fake() {
 			now = e.clock
 		}
-		future := now.Add(time.Hour)
+		future := now.Add(time.Hour + time.Duration(e.rng.Int64N(int64(365*24*time.Hour)))) // an hour to a year ahead
 		for _, when := range []string{
 			strconv.FormatInt(future.Unix(), 10),
 			strconv.FormatFloat(float64(future.UnixMicro())/1e6, 'f', 6, 64),
@@ -779,9 +947,9 @@ func (s *suite) redisClock(e *env) {
 				if e.slack() >= 900*time.Millisecond {
 					panic(inconclusive{fmt.Sprintf("almost a second passed between two EVALs (%v)", e.slack())})
 				}
-				e.t.Fatalf("%s: EVAL tokenbucket.lua with ARGV={1, 2, 1, %s} (a client's clock an hour ahead) on an empty bucket = %#v; want a refusal {0, about 1000}\n"+
+				e.t.Fatalf("%s: EVAL tokenbucket.lua with ARGV={1, 2, 1, %s} (a client's clock %v ahead) on an empty bucket = %#v; want a refusal {0, about 1000}\n"+
 					"the script must read the time with redis.call('TIME') and ignore any time a client sends: clients' clocks disagree",
-					e.at(), when, reply)
+					e.at(), when, future.Sub(now).Round(time.Second), reply)
 			}
 		}
 	})
@@ -880,12 +1048,16 @@ func (r *recorder) note(cmd redis.Cmder) {
 
 func (s *suite) atomicity(e *env) {
 	// Two limiters, as two processes would have, each with its own pool of
-	// connections, hammer one key from 16 goroutines each.
+	// connections, hammer one to three keys from 16 goroutines each, with
+	// a random rate, burst and take.
 	const (
-		rate, burst = 10, 20
-		perLimiter  = 16
-		duration    = 300 * time.Millisecond
+		perLimiter = 16
+		duration   = 300 * time.Millisecond
 	)
+	rate := float64(5 + e.rng.IntN(46))
+	burst := float64(5 + e.rng.IntN(36))
+	n := []float64{1, 1, 0.5, 2, 0.25}[e.rng.IntN(5)]
+	hot := 1 + e.rng.IntN(3)
 	var limiters [2]*lim
 	for i := range limiters {
 		limiters[i] = e.limiterOn(e.clientAt(e.options().Addr, perLimiter), rate, burst, nil)
@@ -894,22 +1066,28 @@ func (s *suite) atomicity(e *env) {
 		limiters[i].take("warm-up", 1)
 	}
 	var (
-		admitted, calls atomic.Int64
-		slow            atomic.Int64 // calls Redis did not answer in time
-		firstErr        atomic.Value // string
-		wg              sync.WaitGroup
-		begin           = make(chan struct{})
+		admitted = make([]atomic.Int64, hot)
+		asked    = make([]atomic.Int64, hot) // calls Redis answered, per key
+		calls    atomic.Int64
+		slow     atomic.Int64 // calls Redis did not answer in time
+		firstErr atomic.Value // string
+		wg       sync.WaitGroup
+		begin    = make(chan struct{})
 	)
-	key := e.key("hot")
+	keys := make([]string, hot)
+	for i := range keys {
+		keys[i] = e.key(fmt.Sprintf("hot%d", i))
+	}
 	start := time.Now()
 	for g := range 2 * perLimiter {
 		x := limiters[g%2]
+		k := (g / 2) % hot
 		wg.Go(func() {
 			<-begin
 			for time.Since(start) < duration {
 				var ok bool
 				var err error
-				if r, stack := suitekit.Catch(func() { ok, _, err = x.l.TryTakeCtx(context.Background(), key, 1) }); r != nil {
+				if r, stack := suitekit.Catch(func() { ok, _, err = x.l.TryTakeCtx(context.Background(), keys[k], n) }); r != nil {
 					firstErr.CompareAndSwap(nil, suitekit.PanicReport(fmt.Sprintf("TryTakeCtx in goroutine %d", g), r, stack))
 					return
 				}
@@ -925,8 +1103,9 @@ func (s *suite) atomicity(e *env) {
 					return
 				}
 				calls.Add(1)
+				asked[k].Add(1)
 				if ok {
-					admitted.Add(1)
+					admitted[k].Add(1)
 				}
 			}
 		})
@@ -937,20 +1116,25 @@ func (s *suite) atomicity(e *env) {
 	if msg := firstErr.Load(); msg != nil {
 		e.t.Fatal(msg)
 	}
-	bound := float64(burst) // miniredis's clock stands still
+	most := burst // miniredis's clock stands still
 	if !e.fake() {
-		bound += rate * elapsed.Seconds()
+		most += rate * elapsed.Seconds()
 	}
-	got := admitted.Load()
-	if float64(got) > bound+1e-9 {
-		e.t.Fatalf("%d goroutines on 2 clients made %d calls on one key in %v and %d were admitted; want at most burst + rate × elapsed = %.1f\n"+
-			"the read, the refill, the decision and the write must happen in one step on the server: all of them inside the Lua script, "+
-			"never a read in one command and a write in another",
-			2*perLimiter, calls.Load(), elapsed.Round(time.Millisecond), got, bound)
-	}
-	if got < burst && slow.Load() == 0 { // a call that timed out may have spent a token
-		e.t.Fatalf("%d goroutines made %d calls on one key of a new bucket and only %d were admitted; want at least burst=%d",
-			2*perLimiter, calls.Load(), got, burst)
+	for k := range keys {
+		got := float64(admitted[k].Load()) * n
+		if got > most+1e-9 {
+			e.t.Fatalf("%d goroutines on 2 clients made %d calls of n=%v on %d keys in %v; key %d got %v tokens; want at most burst + rate × elapsed = %v + %v × %v = %.2f\n"+
+				"the read, the refill, the decision and the write must happen in one step on the server: all of them inside the Lua script, "+
+				"never a read in one command and a write in another",
+				2*perLimiter, calls.Load(), n, hot, elapsed.Round(time.Millisecond), k, got, burst, rate, elapsed.Round(time.Millisecond), most)
+		}
+		// Until a new bucket runs dry, every call gets in. (A call that
+		// timed out may have spent a token unseen.)
+		least := math.Min(burst, float64(asked[k].Load())*n) - n
+		if got < least-1e-9 && slow.Load() == 0 {
+			e.t.Fatalf("%d goroutines made %d calls of n=%v on %d keys of new buckets; key %d was asked %d times and gave only %v tokens; want at least %v (burst=%v)",
+				2*perLimiter, calls.Load(), n, hot, k, asked[k].Load(), got, least+n, burst)
+		}
 	}
 }
 

@@ -1,0 +1,139 @@
+package grader
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ratelab/internal/redisenv"
+	"ratelab/results"
+)
+
+func task6Task(t *testing.T) Task {
+	t.Helper()
+	task, ok := Lookup("task6")
+	require.True(t, ok)
+	return task
+}
+
+// measuredTask6 is a pair of floods of task 6 as a 2-core machine measured
+// them in 10 s.
+func measuredTask6() (local, shared *results.Run) {
+	local = &results.Run{Name: "4 workers, a limiter each", Reliable: true, OK: 2750, GoodputRPS: 275}
+	shared = &results.Run{Name: "4 workers, one bucket in Redis", Reliable: true, OK: 715, GoodputRPS: 71.5}
+	return local, shared
+}
+
+// goodKeys is what Redis's records say of a correct script.
+func goodKeys() task6Keys {
+	return task6Keys{
+		on: "a private redis-server", refill: 285714285 * time.Nanosecond, scanned: "the whole keyspace",
+		reads: 2400, longest: keyTTL{"ratelab:bucket:ab12", 1286 * time.Millisecond},
+		clients: 2300, burstRan: true, afterBurst: 2300,
+	}
+}
+
+func TestTask6KeyspaceChecks(t *testing.T) {
+	tests := []struct {
+		name string
+		keys func(*task6Keys)
+		fail []string // checks that must fail; the others pass
+	}{
+		{"a correct script", func(*task6Keys) {}, nil},
+		{"keys without an expiry", func(k *task6Keys) {
+			k.noExpiryCount, k.noExpiry = 2300, []string{"ratelab:bucket:ab12"}
+			k.left = 2300
+		}, []string{task6CheckTTL, task6CheckKeyset}},
+		{"an expiry of 3 s", func(k *task6Keys) {
+			k.longest.pttl = 3 * time.Second
+			k.left = 2300
+		}, []string{task6CheckTTL, task6CheckKeyset}},
+		{"an expiry 2 ms too long", func(k *task6Keys) { k.longest.pttl = 1288 * time.Millisecond }, []string{task6CheckTTL}},
+		{"a key per request that outlives the bucket", func(k *task6Keys) { k.left = 17 }, []string{task6CheckKeyset}},
+		{"no key at all", func(k *task6Keys) { *k = task6Keys{on: k.on, refill: k.refill, burstRan: true, clients: 2000} }, []string{task6CheckTTL}},
+		{"the burst did not run", func(k *task6Keys) { k.burstRan = false }, []string{task6CheckKeyset}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			local, shared := measuredTask6()
+			k := goodKeys()
+			tt.keys(&k)
+			g := &grading{task: task6Task(t), doc: &results.Document{}}
+			checkTask6(g, local, shared, 720, 10*time.Second, redisSeen{}, k)
+			require.Len(t, g.doc.Checks, len(task6Planned()))
+			for _, c := range g.doc.Checks {
+				want := results.StatusPass
+				for _, f := range tt.fail {
+					if c.Name == f {
+						want = results.StatusFail
+					}
+				}
+				assert.Equal(t, want, c.Status, "%s: %s", c.Name, c.Message)
+			}
+		})
+	}
+}
+
+func TestTask6RedisGoneIsNotTheLearners(t *testing.T) {
+	local, shared := measuredTask6()
+	shared.OK = 2100 // every worker answered from its own bucket
+	shared.ServerFinal.FailOpen = 1900
+	g := &grading{task: task6Task(t), doc: &results.Document{}}
+	k := goodKeys()
+	k.burstRan = false
+	gone := "Redis at redis://127.0.0.1:40123 stopped answering during the flood (dial tcp 127.0.0.1:40123: connect: connection refused)"
+	checkTask6(g, local, shared, 720, 10*time.Second, redisSeen{gone: gone}, k)
+	for _, c := range g.doc.Checks {
+		if c.Name == task6CheckLeak {
+			assert.Equal(t, results.StatusPass, c.Status, c.Message)
+			continue
+		}
+		assert.Equal(t, results.StatusError, c.Status, "%s: %s", c.Name, c.Message)
+		assert.Contains(t, c.Message, gone)
+		assert.Contains(t, c.Message, "this is not your code")
+		assert.NotContains(t, c.Message, "busy machine")
+	}
+}
+
+// TestTask6RedisKilledMidFlood kills the private redis-server while the
+// shared flood runs: the checks that needed it are errors that say so, not
+// a verdict on the code and not "a busy machine".
+func TestTask6RedisKilledMidFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the server and floods it")
+	}
+	if !redisenv.ServerAvailable() {
+		t.Skip("no redis-server in PATH: the grader would use miniredis")
+	}
+	ctx := context.Background()
+	g := &grading{
+		task: task6Task(t),
+		opts: Options{Impl: Solutions, Root: repoRoot(t), Quick: true, Log: testLog{t}},
+		doc:  &results.Document{},
+		tmp:  t.TempDir(),
+	}
+	r, err := g.openRedis(ctx)
+	require.NoError(t, err)
+	defer r.close()
+	require.Equal(t, results.RedisPrivate, r.kind)
+	require.NotNil(t, g.doc.Redis)
+	assert.Equal(t, results.RedisPrivate, g.doc.Redis.Kind)
+	assert.Contains(t, g.doc.Notes[0], "a private redis-server")
+	bin, err := g.server(ctx)
+	require.NoError(t, err)
+	g.sharedFloodStarts = func() {
+		time.Sleep(time.Second)
+		r.srv.Stop()
+	}
+	require.NoError(t, floodTask6(ctx, g, bin, r))
+	for _, name := range []string{task6CheckBound, task6CheckShare, task6CheckTTL, task6CheckKeyset} {
+		c := findCheck(g.doc, name)
+		require.NotNil(t, c, name)
+		assert.Equal(t, results.StatusError, c.Status, "%s: %s", name, c.Message)
+		assert.Contains(t, c.Message, "Redis at "+r.url+" stopped answering during the flood", name)
+		assert.NotContains(t, c.Message, "busy machine", name)
+	}
+}
