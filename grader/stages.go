@@ -70,7 +70,7 @@ func (g *grading) unit(ctx context.Context) (notReady string, err error) {
 	env = append(env, fmt.Sprintf("%s=%d", SeedEnv, seed))
 	// The same seed for rapid's property tests; no failure files written
 	// into the learner's tree.
-	testArgs := []string{fmt.Sprintf("-rapid.seed=%d", seed), "-rapid.nofailfile"}
+	testArgs := []string{fmt.Sprintf("-rapid.seed=%d", seed), "-rapid.nofailfile", "-rapid.shrinktime=10s"}
 	replay := fmt.Sprintf("random inputs from seed %d (replay them: grade %s --seed %d)", seed, g.task.ID, seed)
 	res := runUnit(ctx, unitRun{
 		root: g.opts.Root, pkgDir: path.Join(string(g.opts.Impl), u.Package), tags: tags, overlay: overlay,
