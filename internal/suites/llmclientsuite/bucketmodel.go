@@ -143,9 +143,9 @@ func drawTakers(rt *rapid.T, rate, burst float64, mode int) []taker {
 		case 0:
 			k.gap = 0
 		case 1:
-			k.gap = time.Duration(rapid.Float64Range(0, refill/4).Draw(rt, "short gap") * 1e6) * time.Microsecond
+			k.gap = time.Duration(rapid.Float64Range(0, refill/4).Draw(rt, "short gap")*1e6) * time.Microsecond
 		default:
-			k.gap = time.Duration(rapid.Float64Range(0, 3*refill).Draw(rt, "gap") * 1e6) * time.Microsecond
+			k.gap = time.Duration(rapid.Float64Range(0, 3*refill).Draw(rt, "gap")*1e6) * time.Microsecond
 		}
 		k.n = rapid.OneOf(
 			rapid.Float64Range(0.001, burst),

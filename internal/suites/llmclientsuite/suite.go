@@ -486,10 +486,10 @@ type reply struct {
 	retryAfter string
 	retryAt    func(now time.Time) string // a retry-after worked out when the attempt arrives
 	header     map[string]string          // extra headers
-	delay      time.Duration     // answer after this long
-	hang       bool              // never answer: block until the request's context ends
-	netErr     error             // fail like a broken connection instead of answering
-	usage      *provider.Usage   // of a 200; default: all input uncached, 2 output tokens
+	delay      time.Duration              // answer after this long
+	hang       bool                       // never answer: block until the request's context ends
+	netErr     error                      // fail like a broken connection instead of answering
+	usage      *provider.Usage            // of a 200; default: all input uncached, 2 output tokens
 }
 
 // call is one attempt the scripted API received.
