@@ -73,6 +73,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -654,11 +655,32 @@ func (tr handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	return resp, nil
 }
 
-// The scripted API's address and key.
-const (
-	testURL = "http://api.test"
-	testKey = "sk-ant-test"
-)
+// The scripted API's address and key, drawn once per run from the run's
+// seed, so that no code can tell the tests by them.
+var testURL, testKey = endpoint()
+
+func endpoint() (string, string) {
+	r := rand.New(rand.NewPCG(suitekit.Seed(), 0x5eed))
+	word := func(n int) string {
+		const letters = "abcdefghijklmnopqrstuvwxyz"
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = letters[r.IntN(len(letters))]
+		}
+		return string(b)
+	}
+	scheme := []string{"http", "https"}[r.IntN(2)]
+	host := word(3+r.IntN(8)) + "." + []string{"com", "net", "io", "internal", "example.org"}[r.IntN(5)]
+	if r.IntN(2) == 0 {
+		host += ":" + strconv.Itoa(1024+r.IntN(60000))
+	}
+	const key = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	k := make([]byte, 40+r.IntN(60))
+	for i := range k {
+		k[i] = key[r.IntN(len(key))]
+	}
+	return scheme + "://" + host, "sk-ant-api03-" + string(k)
+}
 
 // baseOptions are the settings of most client checks: no rate limits, room
 // for 100 requests in flight, 5 attempts, short backoffs.

@@ -118,7 +118,7 @@ func (s *suite) runScript(script []reply, opts Options, timeout time.Duration, o
 }
 
 func newRequest() *http.Request {
-	req, err := http.NewRequest(http.MethodGet, "http://fakegpu.test/generate", nil)
+	req, err := http.NewRequest(http.MethodGet, testURL, nil)
 	if err != nil {
 		panic(err) // a constant URL
 	}

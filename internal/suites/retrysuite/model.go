@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/big"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -16,8 +17,30 @@ import (
 
 	"pgregory.net/rapid"
 
+	"ratelab/internal/suites/suitekit"
 	"ratelab/lab"
 )
+
+// The server's address, drawn once per run from the run's seed, so that
+// no code can tell the tests by it: testHost, and testURL with a path.
+var testHost, testURL = endpoint()
+
+func endpoint() (string, string) {
+	r := mrand.New(mrand.NewPCG(suitekit.Seed(), 0x5eed))
+	word := func(n int) string {
+		const letters = "abcdefghijklmnopqrstuvwxyz"
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = letters[r.IntN(len(letters))]
+		}
+		return string(b)
+	}
+	host := []string{"http", "https"}[r.IntN(2)] + "://" + word(3+r.IntN(8)) + "." + []string{"com", "net", "io", "internal", "example.org"}[r.IntN(5)]
+	if r.IntN(2) == 0 {
+		host += ":" + strconv.Itoa(1024+r.IntN(60000))
+	}
+	return host, host + "/" + word(2+r.IntN(8))
+}
 
 // The package's documented defaults for the zero fields of RetryOptions.
 const (

@@ -59,7 +59,7 @@ func drawRequest(rt *rapid.T) (*http.Request, []byte, string) {
 	for i := range rapid.IntRange(0, 3).Draw(rt, "query parameters") {
 		query.Set(fmt.Sprintf("q%d", i), rapid.StringMatching(`[a-zA-Z0-9]{0,10}`).Draw(rt, "query value"))
 	}
-	u := "http://fakegpu.test" + path
+	u := testHost + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}

@@ -250,7 +250,7 @@ func (s *suite) callCtx(t *testing.T, ctx context.Context, srv *server, req *htt
 
 func newGet(t *testing.T) *http.Request {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, "http://fakegpu.test/generate", nil)
+	req, err := http.NewRequest(http.MethodGet, testURL, nil)
 	if err != nil {
 		t.Fatalf("test setup: %v", err)
 	}
@@ -757,7 +757,7 @@ func (s *suite) closesDiscardedBodies(t *testing.T) {
 func (s *suite) resendsRequest(t *testing.T) {
 	const payload = `{"prompt": "hello", "max_tokens": 16}`
 	ctx := context.WithValue(t.Context(), ctxKey{}, "the caller's ctx")
-	req, err := http.NewRequest(http.MethodPost, "http://fakegpu.test/generate", strings.NewReader(payload))
+	req, err := http.NewRequest(http.MethodPost, testURL, strings.NewReader(payload))
 	if err != nil {
 		t.Fatalf("test setup: %v", err)
 	}
@@ -781,7 +781,7 @@ func (s *suite) resendsRequest(t *testing.T) {
 	// A body that cannot be produced again: no attempt may go out with
 	// less than the whole body. Refusing to send, or sending once and not
 	// retrying, are both fine.
-	req, err = http.NewRequest(http.MethodPost, "http://fakegpu.test/generate", io.NopCloser(strings.NewReader(payload)))
+	req, err = http.NewRequest(http.MethodPost, testURL, io.NopCloser(strings.NewReader(payload)))
 	if err != nil {
 		t.Fatalf("test setup: %v", err)
 	}
