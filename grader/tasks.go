@@ -154,7 +154,8 @@ var tasks = []Task{
 				"Anthropic's \"Rate limits\" page says which tokens do.",
 			"Sort failures into \"later\" and \"never\". Later: 429, 529, 5xx, timeouts.\n" +
 				"Never: a 400, and the spend-limit 429, which has no retry-after. Back off\n" +
-				"with full jitter, never sooner than retry-after (task 4).",
+				"with full jitter, never sooner than retry-after, and cap a huge one at\n" +
+				"MaxHold before you add to it, as task 4 caps Retry-After.",
 			"How many in flight? Little's Law: rate × latency; more slots only queue.\n" +
 				"Hold a slot from just before sending until the answer has been read.",
 		},
