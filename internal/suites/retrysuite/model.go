@@ -324,6 +324,9 @@ func (s *suite) wrapsLast(err error, r reply, ctxt string) string {
 		if code, ok := s.impl.StatusCode(err); !ok || code != r.status {
 			return fmt.Sprintf("CallWithRetries error = %q holds status (%d, %v); want (%d, true): wrap the last failure, a *StatusError%s", err, code, ok, r.status, ctxt)
 		}
+		if !strings.Contains(err.Error(), strconv.Itoa(r.status)) {
+			return fmt.Sprintf("CallWithRetries error = %q does not name the last status, %d: a *StatusError's Error returns its status line%s", err, r.status, ctxt)
+		}
 	}
 	return ""
 }

@@ -778,6 +778,19 @@ func (s *suite) resendsRequest(t *testing.T) {
 		}
 	}
 
+	// req's own context does not govern the call, ctx does: a request
+	// made with a context that is already cancelled still goes out.
+	dead, cancel := context.WithCancel(context.Background())
+	cancel()
+	req, err = http.NewRequestWithContext(dead, http.MethodGet, testURL, nil)
+	if err != nil {
+		t.Fatalf("test setup: %v", err)
+	}
+	srv = newServer(status(503), status(200))
+	out = s.callCtx(t, t.Context(), srv, req, Options{MaxTries: 3, Base: 100 * time.Millisecond, Cap: time.Second})
+	wantResponse(t, out, 200, srv, "req was made with a context that is already cancelled, and the ctx passed to CallWithRetries is live: "+
+		"every attempt is req.Clone(ctx), so ctx, not req's own context, governs the call")
+
 	// A body that cannot be produced again: no attempt may go out with
 	// less than the whole body. Refusing to send, or sending once and not
 	// retrying, are both fine.
