@@ -28,6 +28,7 @@ const (
 	burstWindow           = 20 * time.Millisecond
 	maxHold               = time.Minute
 	apiVersion            = "2023-06-01"
+	defaultBaseURL        = "https://api.anthropic.com"
 	infDuration           = time.Duration(math.MaxInt64)
 )
 

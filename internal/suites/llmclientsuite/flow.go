@@ -485,6 +485,11 @@ func (s *suite) contextEndsRandom(t *testing.T) {
 				"want an error wrapping %v at %v, after %d attempts\nevery wait, before a retry, in a hold, on a bucket or for an answer, ends when ctx does",
 				where, long, end, msg, err, took, len(calls), cause, end, wantCalls)
 		}
+		var apiErr *provider.APIError
+		if where == "backoff" && (!errors.As(err, &apiErr) || apiErr.StatusCode != 429) {
+			return fmt.Sprintf("ctx ended while Create waited to retry a 429: the error %q does not wrap the 429's *provider.APIError; "+
+				"want it to wrap ctx.Err() and the last attempt's error", err)
+		}
 		return ""
 	})
 }

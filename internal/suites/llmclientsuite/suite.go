@@ -784,6 +784,31 @@ func gaps(calls []call) []time.Duration {
 }
 
 func (s *suite) sendsTheRequest(t *testing.T) {
+	// The zero BaseURL and HTTPClient: DefaultBaseURL through
+	// http.DefaultClient, whose transport is the scripted API for now.
+	d := newAPI(func(int, provider.MessageParams) reply { return reply{} })
+	saved := http.DefaultClient.Transport
+	http.DefaultClient.Transport = d
+	defer func() { http.DefaultClient.Transport = saved }()
+	c0, failure := s.newClientOf(Options{APIKey: testKey})
+	if failure == "" {
+		ctx, cancel := timeout()
+		var err error
+		failure = suitekit.Report("Create(ctx, params)", func() { _, err = c0.Create(ctx, prompt(3, 20)) })
+		cancel()
+		calls := d.snapshot()
+		if failure == "" && (err != nil || len(calls) != 1 || calls[0].url != defaultBaseURL+"/v1/messages") {
+			failure = fmt.Sprintf("with a zero BaseURL and HTTPClient, Create = %v after %d attempts through http.DefaultClient; want a message after 1, sent to %s/v1/messages\n"+
+				"a zero field of Options means its default: DefaultBaseURL and http.DefaultClient", err, len(calls), defaultBaseURL)
+			if len(calls) > 0 {
+				failure += fmt.Sprintf(" (it went to %s)", calls[0].url)
+			}
+		}
+	}
+	if failure != "" {
+		t.Fatal(failure)
+	}
+
 	a := newAPI(func(int, provider.MessageParams) reply { return reply{} })
 	c := s.client(t, baseOptions(a))
 	ctx, cancel := timeout()
