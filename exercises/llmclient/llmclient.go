@@ -262,8 +262,9 @@ func (c *PoliteClient) Create(ctx context.Context, params provider.MessageParams
 	// good, the attempts run out or ctx ends.
 	// TODO(task5): the retry loop. Decide from the error (errors.As to a
 	// *provider.APIError, or a transport error such as a timeout) whether
-	// to retry; wait the full-jitter backoff, or at least retry-after;
-	// stop early when ctx ends. Each attempt follows the five steps in the
+	// to retry; wait the longer of the full-jitter backoff and retry-after
+	// (capped at MaxHold) plus its jitter, adding without overflow; stop
+	// early when ctx ends. Each attempt follows the five steps in the
 	// PoliteClient comment: take a slot, respect the hold, wait on the
 	// buckets, send with c.send (below: it posts body once and returns the
 	// answer's headers, and a *provider.APIError for any status but 200),
