@@ -171,10 +171,20 @@ func (s *suite) backoffCap(t *testing.T) {
 // Duration: the delay must saturate at the cap, never wrap round.
 func (s *suite) backoffNoOverflow(t *testing.T) {
 	bothClocks(t, func(rt *rapid.T) string {
-		attempt := rapid.OneOf(rapid.IntRange(30, 130), rapid.IntRange(63, math.MaxInt)).Draw(rt, "attempt")
+		// Mostly attempts below 63 with a base just large enough for
+		// base×2^attempt to overflow, where a product wraps round.
+		attempt := rapid.OneOf(rapid.IntRange(1, 62), rapid.IntRange(1, 62), rapid.IntRange(63, math.MaxInt)).Draw(rt, "attempt")
+		least := int64(1)
+		if attempt < 63 {
+			least = int64(1) << (63 - attempt) // the smallest base that overflows
+		}
+		near := int64(math.MaxInt64)
+		if least <= math.MaxInt64>>8 {
+			near = least << 8
+		}
 		base := time.Duration(rapid.OneOf(
-			rapid.Int64Range(1, 1<<20),
-			rapid.Int64Range(int64(time.Second), math.MaxInt64),
+			rapid.Int64Range(least, near),
+			rapid.Int64Range(least, math.MaxInt64),
 		).Draw(rt, "base"))
 		cap := time.Duration(rapid.OneOf(
 			rapid.Int64Range(int64(time.Second), math.MaxInt64),

@@ -61,7 +61,7 @@ func drawBody(rt *rapid.T, label string, r *reply, discarded bool) {
 func drawReply(rt *rapid.T, i int, cap time.Duration, hangs bool) reply {
 	label := fmt.Sprintf("reply %d", i)
 	var r reply
-	switch k := rapid.IntRange(0, 11).Draw(rt, label); {
+	switch k := rapid.IntRange(0, 12).Draw(rt, label); {
 	case k <= 4:
 		r.status = rapid.SampledFrom(retryableStatuses).Draw(rt, label+" status")
 		r.retryAfter, r.retryAt = drawRetryAfter(rt, label+" Retry-After", cap)
@@ -74,11 +74,11 @@ func drawReply(rt *rapid.T, i int, cap time.Duration, hangs bool) reply {
 		} else {
 			r.err = errs[min(j, len(errs)-1)]
 		}
-	case k == 8:
+	case k <= 9:
 		r.status = drawFinalStatus(rt, label+" status")
 		r.retryAfter, r.retryAt = drawRetryAfter(rt, label+" Retry-After", cap)
 		drawBody(rt, label, &r, false)
-	case k == 9:
+	case k == 10:
 		errs := finalErrors()
 		r.err = errs[rapid.IntRange(0, len(errs)-1).Draw(rt, label+" error")]
 	default:
@@ -142,6 +142,43 @@ func (s *suite) followsTheModel(t *testing.T) {
 		st := settingsOf(opts, timeout)
 		script := drawScript(rt, st, timeout > 0)
 		return s.runScript(script, opts, timeout, rapid.Bool().Draw(rt, "OnAttempt"))
+	})
+}
+
+// neverRetriesRandom: after 0 to 3 failures worth retrying, a status
+// drawn from every one not worth it (2xx, 4xx, 5xx but the six), with
+// and without Retry-After, comes back at once, as it is.
+func (s *suite) neverRetriesRandom(t *testing.T) {
+	suitekit.Property(t, func(rt *rapid.T, _ *testing.T) string {
+		failures := rapid.IntRange(0, 3).Draw(rt, "failures first")
+		opts := Options{MaxTries: failures + 2 + rapid.IntRange(0, 3).Draw(rt, "spare tries"), Base: time.Millisecond, Cap: time.Second,
+			Jitter: rapid.Bool().Draw(rt, "Jitter"), HonorRetryAfter: rapid.Bool().Draw(rt, "HonorRetryAfter")}
+		script := allFail(rt, failures, false, opts.Cap)
+		var last reply
+		last.status = rapid.OneOf(
+			rapid.IntRange(500, 599).Filter(func(c int) bool { return !mayPass(status(c)) }),
+			rapid.IntRange(400, 499).Filter(func(c int) bool { return !mayPass(status(c)) }),
+			rapid.IntRange(200, 299),
+		).Draw(rt, "status not worth retrying")
+		last.retryAfter, last.retryAt = drawRetryAfter(rt, "its Retry-After", opts.Cap)
+		drawBody(rt, "its", &last, false)
+		return s.runScript(append(script, last, status(http.StatusOK)), opts, 0, false)
+	})
+}
+
+// retriesErrorsRandom: 1 to 5 transport errors worth retrying, of every
+// kind (timeouts, read deadlines, refused and reset connections, early
+// EOFs), then 200.
+func (s *suite) retriesErrorsRandom(t *testing.T) {
+	suitekit.Property(t, func(rt *rapid.T, _ *testing.T) string {
+		n := rapid.IntRange(1, 5).Draw(rt, "errors")
+		script := make([]reply, 0, n+1)
+		for range n {
+			errs := retryableErrors()
+			script = append(script, reply{err: errs[rapid.IntRange(0, len(errs)-1).Draw(rt, "error kind")]})
+		}
+		opts := Options{MaxTries: n + 1, Base: time.Millisecond, Cap: time.Second, Jitter: rapid.Bool().Draw(rt, "Jitter")}
+		return s.runScript(append(script, status(http.StatusOK)), opts, 0, false)
 	})
 }
 

@@ -366,7 +366,8 @@ func drawFinalStatus(rt *rapid.T, label string) int {
 	return rapid.OneOf(
 		rapid.SampledFrom([]int{200, 201, 204, 400, 401, 403, 404, 405, 408, 409, 413, 422, 425, 451, 501, 505, 507, 511}),
 		rapid.IntRange(200, 299),
-		rapid.IntRange(400, 599).Filter(func(c int) bool { return !mayPass(status(c)) }),
+		rapid.IntRange(400, 499).Filter(func(c int) bool { return !mayPass(status(c)) }),
+		rapid.IntRange(500, 599).Filter(func(c int) bool { return !mayPass(status(c)) }),
 	).Draw(rt, label)
 }
 

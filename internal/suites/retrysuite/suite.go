@@ -12,9 +12,9 @@
 //	FullJitterIsUniform        jittered delays pass a Kolmogorov–Smirnov test (on the real clock and in a bubble)
 //	BackoffConcurrent          the same for delays drawn by many goroutines at once (and -race)
 //	RetriesRetryableStatuses   429, 500, 502, 503, 504 and 529 are retried
-//	NeverRetries4xx            other 4xx (and 501) come back at once, as they are
+//	NeverRetries4xx            other 2xx, 4xx and 5xx come back at once, as they are (random statuses too)
 //	RetriesTimeouts            timeouts are retried, the client's own included
-//	RetriesConnectionErrors    refused and reset connections are retried
+//	RetriesConnectionErrors    refused, reset and early-closed connections and timeouts, at random, are retried
 //	NeverRetriesOtherErrors    other transport errors come back at once
 //	FollowsTheModel            random scripts and options: every attempt, wait, body and error as the model says
 //	BackoffBetweenAttempts     the waits are BackoffDelay(0), (1), ... for random options
@@ -140,9 +140,9 @@ func Run(t *testing.T, impl Impl) {
 		{"FullJitterIsUniform", nil, s.fullJitterIsUniform},
 		{"BackoffConcurrent", nil, s.backoffConcurrent},
 		{"RetriesRetryableStatuses", s.retriesRetryableStatuses, nil},
-		{"NeverRetries4xx", s.neverRetries4xx, nil},
+		{"NeverRetries4xx", s.neverRetries4xx, s.neverRetriesRandom},
 		{"RetriesTimeouts", s.retriesTimeouts, nil},
-		{"RetriesConnectionErrors", s.retriesConnectionErrors, nil},
+		{"RetriesConnectionErrors", s.retriesConnectionErrors, s.retriesErrorsRandom},
 		{"NeverRetriesOtherErrors", s.neverRetriesOtherErrors, nil},
 		{"FollowsTheModel", nil, s.followsTheModel},
 		{"BackoffBetweenAttempts", s.backoffBetweenAttempts, s.backoffBetweenAttemptsRandom},
