@@ -178,15 +178,6 @@ type suite struct {
 
 // --- Calling the code under test ---
 
-func (s *suite) delay(t *testing.T, attempt int, base, cap time.Duration, jitter bool) time.Duration {
-	t.Helper()
-	var d time.Duration
-	if r, stack := suitekit.Catch(func() { d = s.impl.BackoffDelay(attempt, base, cap, jitter) }); r != nil {
-		t.Fatal(suitekit.PanicReport(fmt.Sprintf("BackoffDelay(%d, %v, %v, %v)", attempt, base, cap, jitter), r, stack))
-	}
-	return d
-}
-
 func (s *suite) budget(t *testing.T, ratio float64) Budget {
 	t.Helper()
 	var b Budget
