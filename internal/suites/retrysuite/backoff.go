@@ -60,6 +60,9 @@ func drawSpan(rt *rapid.T, label string) time.Duration {
 	).Draw(rt, label))
 }
 
+// bitLen is the number of bits of d > 0.
+func bitLen(d time.Duration) int { return big.NewInt(int64(d)).BitLen() }
+
 // delayOf calls BackoffDelay and returns its result, or a description of
 // its panic.
 func (s *suite) delayOf(attempt int, base, cap time.Duration, jitter bool) (time.Duration, string) {
@@ -125,6 +128,14 @@ func (s *suite) backoffBounds(t *testing.T) {
 		}
 	}
 	bothClocks(t, func(rt *rapid.T) string {
+		if rapid.IntRange(0, 2).Draw(rt, "precision case") == 0 {
+			// A base of more significant bits than a float64 holds, doubled
+			// while it still fits below the cap: exact integers only.
+			base := time.Duration(rapid.Int64Range(1<<53+1, 1<<61).Draw(rt, "base"))
+			attempt := rapid.IntRange(0, 62-bitLen(base)).Draw(rt, "attempt")
+			cap := time.Duration(rapid.OneOf(rapid.Int64Range(int64(base)<<attempt, math.MaxInt64), rapid.Just(int64(math.MaxInt64))).Draw(rt, "cap"))
+			return s.backoffAgrees(attempt, base, cap, "base×2^attempt, exactly: a float64 holds 53 bits")
+		}
 		attempt := drawAttempt(rt, "attempt")
 		base, cap := drawSpan(rt, "base"), drawSpan(rt, "cap")
 		return s.backoffAgrees(attempt, base, cap, "the ceiling is min(cap, base×2^attempt), a negative attempt, base or cap counting as 0; "+
@@ -174,20 +185,20 @@ func (s *suite) backoffNoOverflow(t *testing.T) {
 		// Mostly attempts below 63 with a base just large enough for
 		// base×2^attempt to overflow, where a product wraps round.
 		attempt := rapid.OneOf(rapid.IntRange(1, 62), rapid.IntRange(1, 62), rapid.IntRange(63, math.MaxInt)).Draw(rt, "attempt")
-		least := int64(1)
+		// A base of b bits gives a product of b+attempt bits: past 64, a
+		// product that wraps round keeps its low 64 bits, half the time
+		// positive.
+		var base time.Duration
 		if attempt < 63 {
-			least = int64(1) << (63 - attempt) // the smallest base that overflows
+			bits := min(64-attempt+rapid.IntRange(0, 6).Draw(rt, "bits past 64"), 63)
+			lo := int64(1) << (bits - 1)
+			base = time.Duration(lo + rapid.Int64Range(0, lo-1+lo*int64(bits/63)).Draw(rt, "base's lower bits"))
+		} else {
+			base = time.Duration(rapid.Int64Range(1, math.MaxInt64).Draw(rt, "base"))
 		}
-		near := int64(math.MaxInt64)
-		if least <= math.MaxInt64>>8 {
-			near = least << 8
-		}
-		base := time.Duration(rapid.OneOf(
-			rapid.Int64Range(least, near),
-			rapid.Int64Range(least, math.MaxInt64),
-		).Draw(rt, "base"))
 		cap := time.Duration(rapid.OneOf(
 			rapid.Int64Range(int64(time.Second), math.MaxInt64),
+			rapid.Int64Range(math.MaxInt64/2, math.MaxInt64),
 			rapid.Just(int64(lab.InfDuration)),
 		).Draw(rt, "cap"))
 		return s.backoffAgrees(attempt, base, cap, "base×2^attempt saturates at the cap: it must not overflow and wrap round")
