@@ -41,12 +41,12 @@ func (s *suite) newClientOf(o Options) (Client, string) {
 // equal latencies the calls must finish as soon as full slots allow.
 func (s *suite) inFlightRandom(t *testing.T) {
 	suitekit.Property(t, func(rt *rapid.T, _ *testing.T) string {
-		m := rapid.OneOf(rapid.IntRange(1, 24), rapid.SampledFrom([]int{0, -1})).Draw(rt, "MaxInFlight")
+		m := rapid.OneOf(rapid.IntRange(1, 16), rapid.SampledFrom([]int{0, -1})).Draw(rt, "MaxInFlight")
 		slots := m
 		if slots <= 0 {
 			slots = defaultMaxInFlight
 		}
-		n := slots + rapid.IntRange(1, 3*slots).Draw(rt, "calls beyond the slots")
+		n := slots + rapid.IntRange(1, 2*slots).Draw(rt, "calls beyond the slots")
 		equal := rapid.Bool().Draw(rt, "equal latencies")
 		lat := make([]time.Duration, n)
 		for i := range lat {
@@ -264,7 +264,7 @@ func (l limitSpec) set(h map[string]string, now time.Time, limitH, remainingH, r
 // model of the hold. The client has no limits of its own.
 func (s *suite) holdsRandom(t *testing.T) {
 	suitekit.Property(t, func(rt *rapid.T, _ *testing.T) string {
-		n := rapid.IntRange(2, 8).Draw(rt, "calls")
+		n := rapid.IntRange(2, 6).Draw(rt, "calls")
 		tokens := make([]int, n)
 		reqs, ins := make([]limitSpec, n), make([]limitSpec, n)
 		for i := range tokens {
@@ -496,12 +496,12 @@ func (s *suite) contextEndsRandom(t *testing.T) {
 
 // --- Jitter ---
 
-// jitterIsUniform fails 400 calls at once with 529 and compares their
+// jitterIsUniform fails 300 calls at once with 529 and compares their
 // retries, which come after the first backoff alone, with the uniform
 // distribution on [0, BaseBackoff] by a Kolmogorov–Smirnov test whose
 // threshold gives a correct client a chance of failing of 1 in 10^9.
 func (s *suite) jitterIsUniform(t *testing.T) {
-	const calls, alpha = 400, 1e-9
+	const calls, alpha = 300, 1e-9
 	r := suitekit.Rand(t)
 	base := time.Duration(float64(time.Millisecond) * math.Pow(10, 4*r.Float64()))
 	var mu sync.Mutex

@@ -135,7 +135,7 @@ func (s *suite) pacingCase(rt *rapid.T, tokensLimit, idle, retries bool) string 
 		rate = math.Pow(10, rapid.Float64Range(2.3, 4).Draw(rt, "log10 input tokens a second"))
 		maxTokens = max(50, int(rate*rapid.Float64Range(0.001, 0.12).Draw(rt, "largest prompt in seconds of refill")))
 	}
-	n := rapid.IntRange(5, 40).Draw(rt, "calls")
+	n := rapid.IntRange(5, 30).Draw(rt, "calls")
 	var pause time.Duration
 	if idle {
 		pause = time.Duration(rapid.Int64Range(int64(time.Minute), int64(10*time.Minute)).Draw(rt, "idle first"))
