@@ -124,8 +124,9 @@ var tasks = []Task{
 			Package: "retry", File: "retry.go", Test: "TestRetry",
 			Checks: []UnitCheck{
 				{"backoff doubles from base, is capped, never overflows", []string{"BackoffBounds", "BackoffCap", "BackoffNoOverflow"}, 2},
-				{"full jitter is uniform on [0, ceiling]", []string{"FullJitterIsUniform"}, 2},
+				{"full jitter is uniform on [0, ceiling], from many goroutines too", []string{"FullJitterIsUniform", "BackoffConcurrent"}, 2},
 				{"retries the right failures, and only those", []string{"RetriesRetryableStatuses", "NeverRetries4xx", "RetriesTimeouts", "RetriesConnectionErrors", "NeverRetriesOtherErrors"}, 2},
+				{"random scripts: every attempt, wait, body and error as the model says", []string{"FollowsTheModel"}, 2},
 				{"waits the backoff between attempts, stops after MaxTries", []string{"BackoffBetweenAttempts", "StopsAfterMaxTries"}, 1},
 				{"Retry-After is a floor, with jitter on top", []string{"RetryAfterSecondsFloor", "RetryAfterDateFloor", "RetryAfterJittered"}, 2},
 				{"a huge Retry-After is capped", []string{"RetryAfterCapped"}, 1},
@@ -133,7 +134,7 @@ var tasks = []Task{
 				{"stops at once when ctx is done", []string{"StopsOnContextCancel"}, 1},
 				{"OnAttempt before every attempt", []string{"OnAttemptCalled"}, 1},
 				{"a retry budget caps retries at ratio × first attempts + 10", []string{"BudgetLimitsRetries"}, 2},
-				{"the budget is safe for concurrent use", []string{"BudgetConcurrent"}, 1},
+				{"the budget is safe for concurrent use", []string{"BudgetConcurrent", "BudgetConcurrentRealClock"}, 1},
 			},
 		},
 		grade:   gradeTask4,
@@ -157,7 +158,8 @@ var tasks = []Task{
 				"Anthropic's \"Rate limits\" page says which tokens do.",
 			"Sort failures into \"later\" and \"never\". Later: 429, 529, 5xx, timeouts.\n" +
 				"Never: a 400, and the spend-limit 429, which has no retry-after. Back off\n" +
-				"with full jitter, never sooner than retry-after (task 4).",
+				"with full jitter, never sooner than retry-after, and cap a huge one at\n" +
+				"MaxHold before you add to it, as task 4 caps Retry-After.",
 			"How many in flight? Little's Law: rate × latency; more slots only queue.\n" +
 				"Hold a slot from just before sending until the answer has been read.",
 		},
@@ -167,10 +169,11 @@ var tasks = []Task{
 				{"the waiting bucket waits exactly and in turn", []string{"WaitingBucket/ExactWaits", "WaitingBucket/FirstComeFirstServed", "WaitingBucket/MoreThanBurstIsBurst"}, 2},
 				{"no waiter starves", []string{"WaitingBucket/NoStarvation"}, 1},
 				{"a context ends the wait and takes nothing", []string{"WaitingBucket/ContextEndsTheWait"}, 1},
-				{"the bucket is safe for concurrent use", []string{"WaitingBucket/ConcurrentNeverFasterThanRate"}, 1},
+				{"the bucket is safe for concurrent use", []string{"WaitingBucket/ConcurrentNeverFasterThanRate", "WaitingBucket/ConcurrentRealClock"}, 1},
 				{"sends the request the API expects", []string{"PoliteClient/SendsTheRequest"}, 1},
-				{"retries what is worth retrying", []string{"PoliteClient/Retries529WithBackoff", "PoliteClient/RetriesTimeouts", "PoliteClient/RetriesConnectionErrors", "PoliteClient/GivesUpAfterMaxAttempts"}, 2},
+				{"retries what is worth retrying", []string{"PoliteClient/Retries529WithBackoff", "PoliteClient/RetriesTimeouts", "PoliteClient/RetriesConnectionErrors", "PoliteClient/GivesUpAfterMaxAttempts", "PoliteClient/RetriesWhatMayPass"}, 2},
 				{"retry-after is a floor", []string{"PoliteClient/RetryAfterIsAFloor"}, 2},
+				{"a huge retry-after counts as MaxHold, and backoffs saturate", []string{"PoliteClient/RetryAfterIsCapped", "PoliteClient/HugeBackoffSaturates"}, 1},
 				{"retries spread with full jitter", []string{"PoliteClient/JitterSpreadsRetries"}, 1},
 				{"never retries what cannot succeed", []string{"PoliteClient/NoRetryOn400", "PoliteClient/NoRetryOnSpendLimit"}, 2},
 				{"stops when its context ends", []string{"PoliteClient/ContextEndsRetries"}, 1},

@@ -106,8 +106,10 @@ const (
 	// network or the machine.
 	BurstWindow = 20 * time.Millisecond
 
-	// MaxHold is the longest a response's rate-limit headers make the
-	// client pause before its next attempt.
+	// MaxHold is the longest one answer's headers make the client wait:
+	// the pause its rate-limit headers ask for, and a retry-after, which
+	// counts as MaxHold when it is longer. A server that asks for days has
+	// made a mistake, and a client that believes it is stuck for days.
 	MaxHold = time.Minute
 
 	// APIVersion is the anthropic-version header every request carries.
@@ -142,6 +144,8 @@ type Options struct {
 	// BaseBackoff and MaxBackoff shape the retries' full-jitter backoff:
 	// before retry k (k = 0, 1, …) the client waits a uniformly random time
 	// in [0, min(MaxBackoff, BaseBackoff × 2^k)] (defaults 500 ms and 8 s).
+	// The doubling saturates at MaxBackoff, for any k and any BaseBackoff,
+	// up to the largest Duration.
 	BaseBackoff time.Duration
 	MaxBackoff  time.Duration
 }
@@ -227,11 +231,17 @@ func NewPoliteClient(opts Options) *PoliteClient {
 //
 // Create retries 429, 529, other 5xx and 408 answers, attempts that time
 // out and connection errors, up to MaxAttempts attempts in all. Before
-// retry k it waits the full-jitter backoff of Options, or, when the answer
-// carried retry-after, at least that plus up to BaseBackoff of jitter. It
-// never retries the spend-limit 429 or any other 4xx: those come back as a
-// *provider.APIError (use errors.As) at once. After the last attempt the
-// error wraps the last *provider.APIError, if any.
+// retry k it waits the full-jitter backoff of Options. When the answer
+// carried retry-after (APIError.RetryAfter: seconds, fractions and huge
+// numbers included, or an HTTP date), that is a floor: the wait is the
+// longer of the backoff and the retry-after plus a random extra of up to
+// BaseBackoff, so a crowd told the same number does not come back in step.
+// A retry-after longer than MaxHold counts as MaxHold, however large the
+// number or far the date, and the sum saturates at the largest Duration
+// instead of overflowing. It never retries the spend-limit 429 or any
+// other 4xx: those come back as a *provider.APIError (use errors.As) at
+// once. After the last attempt the error wraps that attempt's
+// *provider.APIError, if it was one.
 //
 // After every answer, if its headers say the API holds fewer requests than
 // 1, or fewer input tokens than this request's estimate, no attempt starts
@@ -252,8 +262,9 @@ func (c *PoliteClient) Create(ctx context.Context, params provider.MessageParams
 	// good, the attempts run out or ctx ends.
 	// TODO(task5): the retry loop. Decide from the error (errors.As to a
 	// *provider.APIError, or a transport error such as a timeout) whether
-	// to retry; wait the full-jitter backoff, or at least retry-after;
-	// stop early when ctx ends. Each attempt follows the five steps in the
+	// to retry; wait the longer of the full-jitter backoff and retry-after
+	// (capped at MaxHold) plus its jitter, adding without overflow; stop
+	// early when ctx ends. Each attempt follows the five steps in the
 	// PoliteClient comment: take a slot, respect the hold, wait on the
 	// buckets, send with c.send (below: it posts body once and returns the
 	// answer's headers, and a *provider.APIError for any status but 200),

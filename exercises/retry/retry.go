@@ -126,16 +126,19 @@ type RetryOptions struct {
 //
 // Before retry n+1 it waits BackoffDelay(n, opts.Base, opts.Cap,
 // opts.Jitter). With opts.HonorRetryAfter, a Retry-After header on the
-// failed response, in seconds or as an HTTP date, is a floor on that wait:
-// the wait is at least the Retry-After plus a random extra of up to a fifth
-// of it or up to one second, whichever is more, so that clients told the
-// same time do not return in step. One second is the header's own
-// resolution: a server that says "1" has promised nothing finer, so
-// spreading over that second costs nothing. A Retry-After longer than
-// opts.Cap counts as opts.Cap, so the longest single wait is 1.2×Cap (or
-// Cap plus a second) however far away the server's date: a client does not
-// park for a year on one header. There is no wait after the last
-// attempt.
+// failed response is a floor on that wait. It is in whole seconds (RFC
+// 9110's delay-seconds, however many digits) or an HTTP date; a value in
+// neither form, such as a word or a negative number, or a date in the
+// past, asks for no floor. The wait is then the longer of the backoff and
+// the Retry-After plus a random extra of up to a fifth of it or up to one
+// second, whichever is more, so that clients told the same time do not
+// return in step. One second is the header's own resolution: a server that
+// says "1" has promised nothing finer, so spreading over that second costs
+// nothing. A Retry-After longer than opts.Cap counts as opts.Cap, so the
+// longest single wait is 1.2×Cap (or Cap plus a second) however far away
+// the server's date or however large its number: a client does not park
+// for a year on one header. The sum saturates at the largest Duration
+// instead of overflowing. There is no wait after the last attempt.
 //
 // CallWithRetries reads (up to 64 KiB) and closes the body of every
 // response it does not return. After opts.MaxTries attempts, or when

@@ -136,8 +136,10 @@ const (
 	// network or the machine.
 	BurstWindow = 20 * time.Millisecond
 
-	// MaxHold is the longest a response's rate-limit headers make the
-	// client pause before its next attempt.
+	// MaxHold is the longest one answer's headers make the client wait:
+	// the pause its rate-limit headers ask for, and a retry-after, which
+	// counts as MaxHold when it is longer. A server that asks for days has
+	// made a mistake, and a client that believes it is stuck for days.
 	MaxHold = time.Minute
 
 	// APIVersion is the anthropic-version header every request carries.
@@ -172,6 +174,8 @@ type Options struct {
 	// BaseBackoff and MaxBackoff shape the retries' full-jitter backoff:
 	// before retry k (k = 0, 1, …) the client waits a uniformly random time
 	// in [0, min(MaxBackoff, BaseBackoff × 2^k)] (defaults 500 ms and 8 s).
+	// The doubling saturates at MaxBackoff, for any k and any BaseBackoff,
+	// up to the largest Duration.
 	BaseBackoff time.Duration
 	MaxBackoff  time.Duration
 }
@@ -273,11 +277,17 @@ func NewPoliteClient(opts Options) *PoliteClient {
 //
 // Create retries 429, 529, other 5xx and 408 answers, attempts that time
 // out and connection errors, up to MaxAttempts attempts in all. Before
-// retry k it waits the full-jitter backoff of Options, or, when the answer
-// carried retry-after, at least that plus up to BaseBackoff of jitter. It
-// never retries the spend-limit 429 or any other 4xx: those come back as a
-// *provider.APIError (use errors.As) at once. After the last attempt the
-// error wraps the last *provider.APIError, if any.
+// retry k it waits the full-jitter backoff of Options. When the answer
+// carried retry-after (APIError.RetryAfter: seconds, fractions and huge
+// numbers included, or an HTTP date), that is a floor: the wait is the
+// longer of the backoff and the retry-after plus a random extra of up to
+// BaseBackoff, so a crowd told the same number does not come back in step.
+// A retry-after longer than MaxHold counts as MaxHold, however large the
+// number or far the date, and the sum saturates at the largest Duration
+// instead of overflowing. It never retries the spend-limit 429 or any
+// other 4xx: those come back as a *provider.APIError (use errors.As) at
+// once. After the last attempt the error wraps that attempt's
+// *provider.APIError, if it was one.
 //
 // After every answer, if its headers say the API holds fewer requests than
 // 1, or fewer input tokens than this request's estimate, no attempt starts
@@ -318,9 +328,9 @@ func (c *PoliteClient) Create(ctx context.Context, params provider.MessageParams
 		}
 		delay := c.backoff(attempt - 1)
 		if isAPI && apiErr.RetryAfter > 0 {
-			// Retry-after is a floor; the jitter on top keeps a crowd told
-			// the same number from coming back in step.
-			delay = max(delay, apiErr.RetryAfter+time.Duration(rand.Int64N(int64(c.opts.BaseBackoff)+1)))
+			// Retry-after is a floor, capped like a hold; the jitter on top
+			// keeps a crowd told the same number from coming back in step.
+			delay = max(delay, addSat(min(apiErr.RetryAfter, MaxHold), uniform(c.opts.BaseBackoff)))
 		}
 		if serr := sleep(ctx, delay); serr != nil {
 			return nil, fmt.Errorf("llmclient: %w (attempt %d: %w)", serr, attempt, err)
@@ -504,7 +514,22 @@ func (c *PoliteClient) backoff(k int) time.Duration {
 	if k < 63 && c.opts.BaseBackoff <= ceiling>>k { // then Base << k cannot overflow
 		ceiling = c.opts.BaseBackoff << k
 	}
-	return time.Duration(rand.Int64N(int64(ceiling) + 1))
+	return uniform(ceiling)
+}
+
+// uniform returns a uniformly random duration in [0, d], for any d ≥ 0
+// (the largest Duration included, where d+1 would overflow).
+func uniform(d time.Duration) time.Duration {
+	return time.Duration(rand.Int64N(int64(min(d, math.MaxInt64-1)) + 1))
+}
+
+// addSat returns a+b for durations that are not negative, saturating at
+// the largest Duration instead of overflowing.
+func addSat(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // sleep waits for d or until ctx ends, whichever is first, and returns

@@ -94,8 +94,8 @@ func BackoffDelay(attempt int, base, cap time.Duration, jitter bool) time.Durati
 	// base×2^attempt ≤ cap exactly when base ≤ cap>>attempt, and checking
 	// it that way round shifts only cap, which can never overflow.
 	ceiling := cap
-	if attempt < 63 && base <= cap>>attempt {
-		ceiling = base << attempt
+	if base == 0 || attempt < 63 && base <= cap>>attempt {
+		ceiling = base << attempt // 0 for a base of 0, however far it shifts
 	}
 	if !jitter || ceiling == 0 {
 		return ceiling
@@ -151,16 +151,19 @@ func (o RetryOptions) withDefaults() RetryOptions {
 //
 // Before retry n+1 it waits BackoffDelay(n, opts.Base, opts.Cap,
 // opts.Jitter). With opts.HonorRetryAfter, a Retry-After header on the
-// failed response, in seconds or as an HTTP date, is a floor on that wait:
-// the wait is at least the Retry-After plus a random extra of up to a fifth
-// of it or up to one second, whichever is more, so that clients told the
-// same time do not return in step. One second is the header's own
-// resolution: a server that says "1" has promised nothing finer, so
-// spreading over that second costs nothing. A Retry-After longer than
-// opts.Cap counts as opts.Cap, so the longest single wait is 1.2×Cap (or
-// Cap plus a second) however far away the server's date: a client does not
-// park for a year on one header. There is no wait after the last
-// attempt.
+// failed response is a floor on that wait. It is in whole seconds (RFC
+// 9110's delay-seconds, however many digits) or an HTTP date; a value in
+// neither form, such as a word or a negative number, or a date in the
+// past, asks for no floor. The wait is then the longer of the backoff and
+// the Retry-After plus a random extra of up to a fifth of it or up to one
+// second, whichever is more, so that clients told the same time do not
+// return in step. One second is the header's own resolution: a server that
+// says "1" has promised nothing finer, so spreading over that second costs
+// nothing. A Retry-After longer than opts.Cap counts as opts.Cap, so the
+// longest single wait is 1.2×Cap (or Cap plus a second) however far away
+// the server's date or however large its number: a client does not park
+// for a year on one header. The sum saturates at the largest Duration
+// instead of overflowing. There is no wait after the last attempt.
 //
 // CallWithRetries reads (up to 64 KiB) and closes the body of every
 // response it does not return. After opts.MaxTries attempts, or when
@@ -244,7 +247,7 @@ func CallWithRetries(ctx context.Context, c *http.Client, req *http.Request, opt
 			// more or up to a second (the header's resolution), so that
 			// everyone told "1" spreads over the whole of that second.
 			floor = min(floor, opts.Cap)
-			wait = max(wait, floor+rand.N(max(floor/5, time.Second)+1))
+			wait = max(wait, addSat(floor, rand.N(max(floor/5, time.Second)+1)))
 		}
 		if err := sleep(ctx, wait); err != nil {
 			return nil, stopped(ctx, tries, last)
@@ -306,6 +309,15 @@ func retryAfter(v string, now time.Time) time.Duration {
 		return 0
 	}
 	return max(at.Sub(now), 0) // Sub saturates instead of overflowing
+}
+
+// addSat returns a+b for durations that are not negative, or
+// lab.InfDuration where the sum would overflow.
+func addSat(a, b time.Duration) time.Duration {
+	if a > lab.InfDuration-b {
+		return lab.InfDuration
+	}
+	return a + b
 }
 
 func isDigits(s string) bool {

@@ -4,18 +4,60 @@
 // checks. Learners do not edit it.
 //
 // Every check is a subtest with a fixed name, such as
-// TestLLMClient/PoliteClient/RetryAfterIsAFloor, and runs inside a
-// testing/synctest bubble: time.Now is fake and a sleep only moves the fake
-// clock, so waits of seconds are checked to the millisecond in no real time.
-// The client never touches a socket: its http.Client's transport hands each
+// TestLLMClient/PoliteClient/RetryAfterIsAFloor. Most have a part with a
+// few fixed inputs that say what is meant, and a part whose inputs are
+// drawn at random on every run from the run's seed (suitekit.Property,
+// suitekit.Rand) and compared with a model of the contract: the bucket's
+// waits and order (bucketmodel.go), which answers are retried and how long
+// each wait may be (clientmodel.go), pacing against a perfect pacer
+// (pacing.go), holds from the rate-limit headers, MaxInFlight, the request
+// on the wire and ctx (flow.go). Each failure prints the seed and how to
+// replay it.
+//
+//	WaitingBucket/ExactWaits                 waits against the model, random rates, bursts and arrivals; bad arguments panic
+//	WaitingBucket/FirstComeFirstServed       the same for lines of waiters arriving together
+//	WaitingBucket/NoStarvation               a large request is not starved by small ones after it
+//	WaitingBucket/ContextEndsTheWait         contexts that end at random instants give their tokens back
+//	WaitingBucket/MoreThanBurstIsBurst       n above the burst takes the burst; n ≤ 0 returns at once
+//	WaitingBucket/ConcurrentNeverFasterThanRate   many goroutines, in a bubble
+//	WaitingBucket/ConcurrentRealClock        many goroutines on the real clock, outside any bubble
+//	PoliteClient/SendsTheRequest             random params, key and base URL, every attempt on the wire
+//	PoliteClient/RetryAfterIsAFloor          backoffs far longer and shorter than retry-after
+//	PoliteClient/RetryAfterIsCapped          a retry-after past MaxHold (999999, 1e30, dates) counts as MaxHold
+//	PoliteClient/HugeBackoffSaturates        backoff settings near the largest Duration neither overflow nor panic
+//	PoliteClient/Retries529WithBackoff       529 is retried with a backoff below its ceiling
+//	PoliteClient/RetriesWhatMayPass          random answers and settings: attempts, waits and errors as the model says
+//	PoliteClient/JitterSpreadsRetries        retries of a crowd pass a Kolmogorov–Smirnov test for full jitter
+//	PoliteClient/RetriesTimeouts             an attempt past AttemptTimeout is retried
+//	PoliteClient/RetriesConnectionErrors     a broken connection is retried
+//	PoliteClient/NoRetryOn400                a 400 comes back at once
+//	PoliteClient/NoRetryOnSpendLimit         so does the spend-limit 429
+//	PoliteClient/GivesUpAfterMaxAttempts     random MaxAttempts (6 for zero), then the last error
+//	PoliteClient/ContextEndsRetries          ctx ends a backoff, a hold, a bucket wait or an attempt
+//	PoliteClient/RespectsMaxInFlight         random MaxInFlight, exactly that many at the busiest; no slot between attempts
+//	PoliteClient/SmallBurst                  bursts no larger than the API's after a long idle stretch
+//	PoliteClient/PacesRequestsPerMinute      random RPM and arrivals: paced, and not slower than the rate allows
+//	PoliteClient/WaitsForInputTokens         the same for ITPM and prompts of random sizes
+//	PoliteClient/CachedPrefixIsFree          cached prefixes leave the estimate
+//	PoliteClient/SlowsDownOnLowRemaining     random rate-limit headers: the hold as the model says
+//	PoliteClient/FinishesNearTheMinimum      a random job against the fake provider, near its minimum, at most one 429
+//
+// Fixed checks run inside a testing/synctest bubble, and each random case
+// in a bubble of its own: time.Now is fake and a sleep only moves the fake
+// clock, so waits of seconds are checked to the millisecond in no real
+// time. A bubble's clock starts at a random instant up to 2040 and ends in
+// 2262, so no check waits for more than a few decades of fake time. The
+// client never touches a socket: its http.Client's transport hands each
 // request to a scripted API, or to the fake provider, in memory (real
 // network I/O would not advance fake time). Every call into the code under
 // test turns a panic into a failure of that subtest only.
 //
 // Timing tolerances: a wait may end up to 1 ms late and never more than
-// 1 µs early. Pacing checks allow bursts of up to one second of a limit's
-// refill: the client's bursts must be small, and a burst of the whole minute
-// is far outside that.
+// 1 µs early. Pacing checks allow bursts of up to a tenth of a second of a
+// limit's refill (at least one request, plus the request whose tokens were
+// collected before the window), the fake API's own bucket: the package's
+// BurstWindow is a fifth of that, and a burst of a second or a minute is
+// far outside it.
 //
 // Code that blocks for ever while holding a mutex hangs its subtest instead
 // of failing it: a goroutine waiting for a mutex is not durably blocked, so
@@ -30,6 +72,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -75,32 +119,62 @@ type Options struct {
 // burst in tokens); newClient is NewPoliteClient.
 func Run(t *testing.T, newBucket func(rate, burst float64) Bucket, newClient func(Options) Client) {
 	s := &suite{newBucket: newBucket, newClient: newClient}
-	suitekit.Group(t, "WaitingBucket", []suitekit.Check{
-		{Name: "ExactWaits", F: s.exactWaits},
-		{Name: "FirstComeFirstServed", F: s.firstComeFirstServed},
-		{Name: "NoStarvation", F: s.noStarvation},
-		{Name: "ContextEndsTheWait", F: s.contextEndsTheWait},
-		{Name: "MoreThanBurstIsBurst", F: s.moreThanBurst},
-		{Name: "ConcurrentNeverFasterThanRate", F: s.concurrentRate},
+	group(t, "WaitingBucket", []check{
+		{"ExactWaits", s.exactWaits, func(t *testing.T) { s.takesMatchTheModel(t, spread); s.badBucketArgs(t) }},
+		{"FirstComeFirstServed", s.firstComeFirstServed, func(t *testing.T) { s.takesMatchTheModel(t, bunched) }},
+		{"NoStarvation", s.noStarvation, nil},
+		{"ContextEndsTheWait", s.contextEndsTheWait, func(t *testing.T) { s.takesMatchTheModel(t, cancelling) }},
+		{"MoreThanBurstIsBurst", s.moreThanBurst, nil},
+		{"ConcurrentNeverFasterThanRate", s.concurrentRate, nil},
+		{"ConcurrentRealClock", nil, s.concurrentRealClock},
 	})
-	suitekit.Group(t, "PoliteClient", []suitekit.Check{
-		{Name: "SendsTheRequest", F: s.sendsTheRequest},
-		{Name: "RetryAfterIsAFloor", F: s.retryAfterIsAFloor},
-		{Name: "Retries529WithBackoff", F: s.retries529},
-		{Name: "JitterSpreadsRetries", F: s.jitterSpreadsRetries},
-		{Name: "RetriesTimeouts", F: s.retriesTimeouts},
-		{Name: "RetriesConnectionErrors", F: s.retriesConnectionErrors},
-		{Name: "NoRetryOn400", F: s.noRetryOn400},
-		{Name: "NoRetryOnSpendLimit", F: s.noRetryOnSpendLimit},
-		{Name: "GivesUpAfterMaxAttempts", F: s.givesUp},
-		{Name: "ContextEndsRetries", F: s.contextEndsRetries},
-		{Name: "RespectsMaxInFlight", F: s.respectsMaxInFlight},
-		{Name: "SmallBurst", F: s.smallBurst},
-		{Name: "PacesRequestsPerMinute", F: s.pacesRequests},
-		{Name: "WaitsForInputTokens", F: s.waitsForInputTokens},
-		{Name: "CachedPrefixIsFree", F: s.cachedPrefixIsFree},
-		{Name: "SlowsDownOnLowRemaining", F: s.slowsDownOnLowRemaining},
-		{Name: "FinishesNearTheMinimum", F: s.finishesNearTheMinimum},
+	group(t, "PoliteClient", []check{
+		{"SendsTheRequest", s.sendsTheRequest, s.sendsRandomRequests},
+		{"RetryAfterIsAFloor", s.retryAfterIsAFloor, s.retryAfterRegimes},
+		{"RetryAfterIsCapped", s.retryAfterIsCappedFixed, s.retryAfterIsCapped},
+		{"HugeBackoffSaturates", nil, s.hugeBackoffSaturates},
+		{"Retries529WithBackoff", s.retries529, nil},
+		{"RetriesWhatMayPass", nil, s.retriesWhatMayPass},
+		{"JitterSpreadsRetries", s.jitterSpreadsRetries, nil},
+		{"RetriesTimeouts", s.retriesTimeouts, nil},
+		{"RetriesConnectionErrors", s.retriesConnectionErrors, nil},
+		{"NoRetryOn400", s.noRetryOn400, nil},
+		{"NoRetryOnSpendLimit", s.noRetryOnSpendLimit, nil},
+		{"GivesUpAfterMaxAttempts", s.givesUp, s.givesUpRandom},
+		{"ContextEndsRetries", s.contextEndsRetries, s.contextEndsRandom},
+		{"RespectsMaxInFlight", s.respectsMaxInFlight, func(t *testing.T) { s.inFlightRandom(t); s.noSlotBetweenAttempts(t) }},
+		{"SmallBurst", s.smallBurst, s.smallBurstRandom},
+		{"PacesRequestsPerMinute", s.pacesRequests, s.pacesRequestsRandom},
+		{"WaitsForInputTokens", s.waitsForInputTokens, s.waitsForInputTokensRandom},
+		{"CachedPrefixIsFree", s.cachedPrefixIsFree, nil},
+		{"SlowsDownOnLowRemaining", s.slowsDownOnLowRemaining, s.holdsRandom},
+		{"FinishesNearTheMinimum", s.finishesNearTheMinimum, nil},
+	})
+}
+
+// check is one subtest: a part with fixed inputs (or a few drawn with
+// suitekit.Rand), run in a synctest bubble, and a part run outside one:
+// random properties, each case in a bubble of its own, and checks on the
+// real clock. Either may be nil.
+type check struct {
+	name    string
+	fixed   func(*testing.T)
+	outside func(*testing.T)
+}
+
+// group runs checks as subtests of a subtest called name.
+func group(t *testing.T, name string, checks []check) {
+	t.Run(name, func(t *testing.T) {
+		for _, c := range checks {
+			t.Run(c.name, func(t *testing.T) {
+				if c.fixed != nil {
+					suitekit.Bubble(t, c.fixed)
+				}
+				if c.outside != nil && !t.Failed() {
+					c.outside(t)
+				}
+			})
+		}
 	})
 }
 
@@ -411,11 +485,12 @@ type reply struct {
 	errType    string // error.type of an error answer
 	errCode    string // error.details.error_code
 	retryAfter string
-	header     map[string]string // extra headers
-	delay      time.Duration     // answer after this long
-	hang       bool              // never answer: block until the request's context ends
-	netErr     error             // fail like a broken connection instead of answering
-	usage      *provider.Usage   // of a 200; default: all input uncached, 2 output tokens
+	retryAt    func(now time.Time) string // a retry-after worked out when the attempt arrives
+	header     map[string]string          // extra headers
+	delay      time.Duration              // answer after this long
+	hang       bool                       // never answer: block until the request's context ends
+	netErr     error                      // fail like a broken connection instead of answering
+	usage      *provider.Usage            // of a 200; default: all input uncached, 2 output tokens
 }
 
 // call is one attempt the scripted API received.
@@ -426,6 +501,8 @@ type call struct {
 	header http.Header
 	params provider.MessageParams
 	raw    []byte
+	when   time.Time // the fake time it arrived
+	answer string    // the retry-after header of its answer, if any
 }
 
 // api is a scripted Messages API inside the bubble: an http.RoundTripper
@@ -455,7 +532,7 @@ func (a *api) RoundTrip(req *http.Request) (*http.Response, error) {
 	_ = json.Unmarshal(raw, &p)
 	a.mu.Lock()
 	n := len(a.calls)
-	a.calls = append(a.calls, call{at: time.Since(a.start), method: req.Method, url: req.URL.String(), header: req.Header.Clone(), params: p, raw: raw})
+	a.calls = append(a.calls, call{at: time.Since(a.start), method: req.Method, url: req.URL.String(), header: req.Header.Clone(), params: p, raw: raw, when: time.Now()})
 	a.inFlight++
 	a.maxInFlight = max(a.maxInFlight, a.inFlight)
 	a.mu.Unlock()
@@ -483,7 +560,11 @@ func (a *api) RoundTrip(req *http.Request) (*http.Response, error) {
 	if r.netErr != nil {
 		return nil, r.netErr
 	}
-	return r.response(req, n, p), nil
+	resp := r.response(req, n, p)
+	a.mu.Lock()
+	a.calls[n].answer = resp.Header.Get(provider.HeaderRetryAfter)
+	a.mu.Unlock()
+	return resp, nil
 }
 
 func (r reply) response(req *http.Request, n int, p provider.MessageParams) *http.Response {
@@ -514,6 +595,9 @@ func (r reply) response(req *http.Request, n int, p provider.MessageParams) *htt
 	h.Set(provider.HeaderRequestID, fmt.Sprintf("req_test%d", n))
 	if r.retryAfter != "" {
 		h.Set(provider.HeaderRetryAfter, r.retryAfter)
+	}
+	if r.retryAt != nil {
+		h.Set(provider.HeaderRetryAfter, r.retryAt(time.Now()))
 	}
 	for k, v := range r.header {
 		h.Set(k, v)
@@ -571,11 +655,32 @@ func (tr handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	return resp, nil
 }
 
-// The scripted API's address and key.
-const (
-	testURL = "http://api.test"
-	testKey = "sk-ant-test"
-)
+// The scripted API's address and key, drawn once per run from the run's
+// seed, so that no code can tell the tests by them.
+var testURL, testKey = endpoint()
+
+func endpoint() (string, string) {
+	r := rand.New(rand.NewPCG(suitekit.Seed(), 0x5eed))
+	word := func(n int) string {
+		const letters = "abcdefghijklmnopqrstuvwxyz"
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = letters[r.IntN(len(letters))]
+		}
+		return string(b)
+	}
+	scheme := []string{"http", "https"}[r.IntN(2)]
+	host := word(3+r.IntN(8)) + "." + []string{"com", "net", "io", "internal", "example.org"}[r.IntN(5)]
+	if r.IntN(2) == 0 {
+		host += ":" + strconv.Itoa(1024+r.IntN(60000))
+	}
+	const key = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	k := make([]byte, 40+r.IntN(60))
+	for i := range k {
+		k[i] = key[r.IntN(len(key))]
+	}
+	return scheme + "://" + host, "sk-ant-api03-" + string(k)
+}
 
 // baseOptions are the settings of most client checks: no rate limits, room
 // for 100 requests in flight, 5 attempts, short backoffs.
@@ -679,6 +784,31 @@ func gaps(calls []call) []time.Duration {
 }
 
 func (s *suite) sendsTheRequest(t *testing.T) {
+	// The zero BaseURL and HTTPClient: DefaultBaseURL through
+	// http.DefaultClient, whose transport is the scripted API for now.
+	d := newAPI(func(int, provider.MessageParams) reply { return reply{} })
+	saved := http.DefaultClient.Transport
+	http.DefaultClient.Transport = d
+	defer func() { http.DefaultClient.Transport = saved }()
+	c0, failure := s.newClientOf(Options{APIKey: testKey})
+	if failure == "" {
+		ctx, cancel := timeout()
+		var err error
+		failure = suitekit.Report("Create(ctx, params)", func() { _, err = c0.Create(ctx, prompt(3, 20)) })
+		cancel()
+		calls := d.snapshot()
+		if failure == "" && (err != nil || len(calls) != 1 || calls[0].url != defaultBaseURL+"/v1/messages") {
+			failure = fmt.Sprintf("with a zero BaseURL and HTTPClient, Create = %v after %d attempts through http.DefaultClient; want a message after 1, sent to %s/v1/messages\n"+
+				"a zero field of Options means its default: DefaultBaseURL and http.DefaultClient", err, len(calls), defaultBaseURL)
+			if len(calls) > 0 {
+				failure += fmt.Sprintf(" (it went to %s)", calls[0].url)
+			}
+		}
+	}
+	if failure != "" {
+		t.Fatal(failure)
+	}
+
 	a := newAPI(func(int, provider.MessageParams) reply { return reply{} })
 	c := s.client(t, baseOptions(a))
 	ctx, cancel := timeout()
@@ -815,6 +945,7 @@ func (s *suite) jitterSpreadsRetries(t *testing.T) {
 		t.Fatalf("100 calls that all got a 529 at t=0 retried at %d distinct times spread over %v; want them spread out (≥ 50 distinct times over ≥ 300ms)\n"+
 			"without jitter every client comes back at the same instant, which is the lockstep wave of the lesson: use full jitter", distinct, spread)
 	}
+	s.jitterIsUniform(t)
 }
 
 func (s *suite) retriesTimeouts(t *testing.T) {
@@ -989,10 +1120,10 @@ func (s *suite) smallBurst(t *testing.T) {
 			first++
 		}
 	}
-	if msg := burstiness(times, ones(len(times)), 10, 10); msg != "" {
+	if msg := burstinessAfter(times, ones(len(times)), 10, allowedBurst(10)); msg != "" {
 		t.Fatalf("RPM=600 after an idle minute, 30 calls at once: %d were sent in the first instant; %s\n"+
 			"a per-minute limit is a rate (10 a second here), not an allowance to spend at once: keep the bucket's burst small "+
-			"(at most one second of refill; the API's own burst is small, and a burst of the whole minute is refused)", first, msg)
+			"(BurstWindow of refill; the API's own bucket holds a tenth of a second, and a burst of the whole minute is refused)", first, msg)
 	}
 }
 
@@ -1009,7 +1140,7 @@ func (s *suite) pacesRequests(t *testing.T) {
 	}
 	allOK(t, createAll(t, c, ctx, ps), "40 calls")
 	times := sendTimes(a.snapshot())
-	if msg := burstiness(times, ones(len(times)), 10, 10); msg != "" {
+	if msg := burstinessAfter(times, ones(len(times)), 10, allowedBurst(10)); msg != "" {
 		t.Fatalf("RPM=600 (10 a second), 40 calls at once: %s\nwait on a bucket of RPM/60 requests a second before every attempt", msg)
 	}
 	if last, want := slices.Max(times), 3900*time.Millisecond; last > want+late {
@@ -1035,7 +1166,7 @@ func (s *suite) waitsForInputTokens(t *testing.T) {
 	for i, cl := range calls {
 		sizes[i] = float64(provider.CountTokens(cl.params))
 	}
-	if msg := burstiness(times, sizes, 1000, 1000+500); msg != "" {
+	if msg := burstinessAfter(times, sizes, 1000, allowedBurst(1000)); msg != "" {
 		t.Fatalf("ITPM=60000 (1000 tokens a second), 20 prompts of 500 tokens at once: input tokens sent %s\n"+
 			"estimate each request's input tokens (provider.CountTokens) and wait on a bucket of ITPM/60 tokens a second for them, as well as on the request bucket;\n"+
 			"a prompt larger than the bucket's burst is taken in pieces, one request at a time, or requests collect their pieces side by side and go out together", msg)
@@ -1059,11 +1190,18 @@ func providerClient(t *testing.T, cfg provider.Config) (*provider.Server, Option
 }
 
 func (s *suite) cachedPrefixIsFree(t *testing.T) {
+	// A prefix of 1100 to 4000 tokens, shared by 10 to 30 calls of 50
+	// tokens more each, at 500 to 2000 uncached input tokens a second.
+	r := suitekit.Rand(t)
+	prefix, calls := 1100+r.IntN(2901), 10+r.IntN(21)
+	rate := 500 + 1500*r.Float64()
 	cfg := provider.DefaultConfig()
 	cfg.RequestsPerMinute = 60_000
-	cfg.InputTokensPerMinute = 60_000 // 1000 a second
+	cfg.InputTokensPerMinute = math.Round(rate * 60)
 	cfg.OutputTokensPerMinute = 6_000_000
-	cfg.Burst = 3 * time.Second // 3000 tokens: the first, uncached prompt fits
+	// The first, uncached prompt must fit in the API's bucket twice over,
+	// or its answer's headers rightly ask the client to hold a while.
+	cfg.Burst = max(3*time.Second, time.Duration(float64(prefix+50)/rate*2.4*float64(time.Second)))
 	cfg.BaseLatency, cfg.PerTokenLatency = 100*time.Millisecond, 0
 	srv, o := providerClient(t, cfg)
 	o.ITPM = cfg.InputTokensPerMinute
@@ -1071,7 +1209,7 @@ func (s *suite) cachedPrefixIsFree(t *testing.T) {
 	ctx, cancel := timeout()
 	defer cancel()
 
-	instructions := strings.Repeat("Judge how relevant the document is to the query, from 0 to 3. ", 200)[:4*2000]
+	instructions := strings.Repeat("Judge how relevant the document is to the query, from 0 to 3. ", 300)[:4*prefix]
 	judgment := func(i int) provider.MessageParams {
 		p := prompt(i, 50)
 		p.System = provider.Blocks{{Type: "text", Text: instructions, CacheControl: provider.Ephemeral()}}
@@ -1081,22 +1219,25 @@ func (s *suite) cachedPrefixIsFree(t *testing.T) {
 		t.Fatalf("the first call, which writes the prefix to the cache: Create = %v; want a message", err)
 	}
 	start := time.Now()
-	ps := make([]provider.MessageParams, 20)
+	ps := make([]provider.MessageParams, calls)
 	for i := range ps {
 		ps[i] = judgment(i + 1)
 	}
 	rs := createAll(t, c, ctx, ps)
-	allOK(t, rs, "20 calls sharing a cached prefix")
+	allOK(t, rs, fmt.Sprintf("%d calls sharing a cached prefix", calls))
 	took := time.Since(start)
 	st := srv.KeyStats(testKey)
-	if st.CacheReadInputTokens < 20*2000 {
-		t.Fatalf("the API read %d tokens from its cache; want 20 × 2000: send the system prompt with its cache_control", st.CacheReadInputTokens)
+	if st.CacheReadInputTokens < int64(calls*prefix) {
+		t.Fatalf("the API read %d tokens from its cache; want %d × %d: send the system prompt with its cache_control", st.CacheReadInputTokens, calls, prefix)
 	}
-	if took > 5*time.Second || st.TooManyRequests() > 0 {
-		t.Fatalf("after one call wrote a 2000-token prefix to the cache, 20 calls of that prefix plus 50 tokens each took %v, with %d 429s; "+
-			"want under 5s and no 429: uncached they cost 1000 tokens (1s at ITPM=60000), but charged in full 41000 (41s)\n"+
+	cached := time.Duration(float64(calls*50) / rate * float64(time.Second))
+	uncached := time.Duration(float64(calls*(prefix+50)) / rate * float64(time.Second))
+	if limit := cached*3/2 + time.Second; took > limit || st.TooManyRequests() > 0 {
+		t.Fatalf("after one call wrote a %d-token prefix to the cache, %d calls of that prefix plus 50 tokens each took %v, with %d 429s; "+
+			"want at most %v and no 429: uncached they cost %d tokens (%v at %.0f a second), but charged in full %d (%v)\n"+
 			"cache reads do not count against ITPM: once an answer shows the prefix was served from the cache "+
-			"(usage.cache_read_input_tokens), leave the prefix (provider.CachePrefix) out of the estimate", took, st.TooManyRequests())
+			"(usage.cache_read_input_tokens), leave the prefix (provider.CachePrefix) out of the estimate",
+			prefix, calls, took, st.TooManyRequests(), limit, calls*50, cached, rate, calls*(prefix+50), uncached)
 	}
 }
 
@@ -1155,36 +1296,46 @@ func (s *suite) slowsDownOnLowRemaining(t *testing.T) {
 }
 
 func (s *suite) finishesNearTheMinimum(t *testing.T) {
-	// The lesson's problem in small: 100 prompts of 1000 tokens against 600
-	// RPM and 300,000 ITPM. Requests alone would allow 10s; input tokens
-	// need 100 × 1000 / 5000 per second = 20s. The client knows the limits.
+	// The lesson's problem in small, with limits, prompts and latency drawn
+	// at random: 60 to 150 prompts of 300 to 2000 tokens against 300 to
+	// 1200 RPM and 100,000 to 600,000 ITPM. The client knows the limits.
+	r := suitekit.Rand(t)
+	n, tokens := 60+r.IntN(91), 300+r.IntN(1701)
 	cfg := provider.DefaultConfig()
-	cfg.RequestsPerMinute = 600
-	cfg.InputTokensPerMinute = 300_000
+	cfg.RequestsPerMinute = float64(300 + r.IntN(901))
+	cfg.InputTokensPerMinute = float64(100_000 + r.IntN(500_001))
 	cfg.OutputTokensPerMinute = 6_000_000
-	cfg.Burst = time.Second
-	cfg.BaseLatency, cfg.PerTokenLatency = 200*time.Millisecond, 0
+	// The API's bucket holds 250 ms to 1 s of its refill, and at least
+	// three prompts: a prompt it could never admit is no test of pacing.
+	cfg.Burst = max(time.Duration(250+r.IntN(751))*time.Millisecond,
+		time.Duration(3*float64(tokens)/(cfg.InputTokensPerMinute/60)*float64(time.Second)))
+	latency := time.Duration(50+r.IntN(251)) * time.Millisecond
+	cfg.BaseLatency, cfg.PerTokenLatency = latency, 0
 	srv, o := providerClient(t, cfg)
-	o.RPM, o.ITPM, o.MaxInFlight = cfg.RequestsPerMinute, cfg.InputTokensPerMinute, 16
+	o.RPM, o.ITPM = cfg.RequestsPerMinute, cfg.InputTokensPerMinute
+	// Little's Law: the request rate times the latency, and room to spare.
+	perSecond := min(o.RPM/60, o.ITPM/60/float64(tokens))
+	o.MaxInFlight = int(perSecond*latency.Seconds()*2) + 4
 	c := s.client(t, o)
 	ctx, cancel := timeout()
 	defer cancel()
-	ps := make([]provider.MessageParams, 100)
+	ps := make([]provider.MessageParams, n)
 	for i := range ps {
-		ps[i] = prompt(i, 1000)
+		ps[i] = prompt(i, tokens)
 	}
 	start := time.Now()
 	rs := createAll(t, c, ctx, ps)
 	took := time.Since(start)
-	allOK(t, rs, "100 prompts of 1000 tokens")
-	const minimum = 20 * time.Second
+	allOK(t, rs, fmt.Sprintf("%d prompts of %d tokens", n, tokens))
+	minimum := time.Duration(max(float64(n)/(o.RPM/60), float64(n*tokens)/(o.ITPM/60)) * float64(time.Second))
 	st := srv.KeyStats(testKey)
-	if st.TooManyRequests() > 1 || st.Requests > 101 {
-		t.Fatalf("100 prompts against 600 RPM and 300000 ITPM: the API saw %d attempts and answered %d of them 429; want at most 1 429\n"+
-			"pace both limits yourself (bursts smaller than the API's), so the API never has to refuse you", st.Requests, st.TooManyRequests())
+	what := fmt.Sprintf("%d prompts of %d tokens against %.0f RPM and %.0f ITPM (the API's bucket %v, latency %v)", n, tokens, cfg.RequestsPerMinute, cfg.InputTokensPerMinute, cfg.Burst, latency)
+	if st.TooManyRequests() > 1 || st.Requests > int64(n)+1 {
+		t.Fatalf("%s: the API saw %d attempts and answered %d of them 429; want at most 1 429\n"+
+			"pace both limits yourself (bursts smaller than the API's), so the API never has to refuse you", what, st.Requests, st.TooManyRequests())
 	}
-	if limit := time.Duration(1.15 * float64(minimum)); took > limit {
-		t.Fatalf("100 prompts of 1000 tokens took %v; want at most %v, 1.15 × the minimum of %v that 300000 input tokens a minute allow\n"+
-			"the client is too slow: is MaxInFlight used, and are both buckets refilled at their full rate?", took, limit, minimum)
+	if limit := time.Duration(1.1*float64(minimum)) + latency; took > limit {
+		t.Fatalf("%s took %v; want at most %v, 1.1 × the minimum of %v the limits allow, plus one reply's latency\n"+
+			"the client is too slow: is MaxInFlight used, and are both buckets refilled at their full rate?", what, took, limit, minimum)
 	}
 }

@@ -89,8 +89,20 @@ func Property(t *testing.T, f func(rt *rapid.T, t *testing.T) string) {
 	t.Helper()
 	NoteSeed(t)
 	rapid.Check(t, func(rt *rapid.T) {
-		var msg string
-		Bubble(t, func(t *testing.T) { msg = f(rt, t) })
+		var (
+			msg      string
+			panicked any
+		)
+		Bubble(t, func(t *testing.T) {
+			// rapid stops a case by panicking, such as when a shrunk
+			// input runs out of data to draw from; only rapid.Check can
+			// recover that, so it is raised again outside the bubble.
+			defer func() { panicked = recover() }()
+			msg = f(rt, t)
+		})
+		if panicked != nil {
+			panic(panicked)
+		}
 		if msg != "" {
 			rt.Fatal(msg)
 		}
