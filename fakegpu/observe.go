@@ -60,6 +60,8 @@ type jobNotes struct {
 	badWait          string        // the first wait no honest bucket reports
 	granted          bool
 	grantAt          time.Time // when the last grant returned
+	tokens           float64   // granted in all
+	otherKey         string    // a key other than its own that it asked about
 
 	// Its client key and whether the client table tracks it.
 	key            string
@@ -99,17 +101,23 @@ type watchedLimiter struct {
 
 func (l watchedLimiter) TryTake(key string, n float64) (bool, time.Duration) {
 	ok, wait := l.lim.TryTake(key, n)
-	l.job.noteTake(n, ok, wait, time.Now())
+	l.job.noteTake(key, n, ok, wait, time.Now())
 	return ok, wait
 }
 
 // noteTake notes one answer of the limiter to this request.
-func (j *Job) noteTake(n float64, ok bool, wait time.Duration, at time.Time) {
+func (j *Job) noteTake(key string, n float64, ok bool, wait time.Duration, at time.Time) {
 	notes := &j.notes
 	notes.mu.Lock()
 	defer notes.mu.Unlock()
+	if key != notes.key && notes.otherKey == "" {
+		notes.otherKey = key
+	}
 	if ok {
 		notes.granted, notes.grantAt = true, at
+		if n > 0 {
+			notes.tokens += n
+		}
 		return
 	}
 	if why := dishonestWait(j.s.cfg, n, wait); why != "" && notes.badWait == "" {
@@ -319,6 +327,8 @@ type clientTable struct {
 	keys map[string]*clientEntry
 	// as results.ClientStats
 	newKeys, newLimited, forgotten, untracked int64
+	otherKeys, extraTokens                    int64
+	otherKeyExample                           string
 }
 
 type clientEntry struct {
@@ -373,11 +383,28 @@ func (t *clientTable) forgetOneOffs() {
 // answer notes the answer to a request of key: its status (0 for a
 // handler that wrote nothing, which is 200), when it was admitted, and the
 // longest wait the limiter reported to it.
-func (t *clientTable) answer(n *jobNotes, status int, admitted time.Time, maxWait time.Duration) {
+// answerNotes is what the client table needs of a request's notes.
+type answerNotes struct {
+	key            string
+	tracked, first bool
+	otherKey       string
+	tokens         float64
+}
+
+func (t *clientTable) answer(n answerNotes, status int, admitted time.Time, maxWait time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if n.first && status == http.StatusTooManyRequests {
 		t.newLimited++
+	}
+	if n.otherKey != "" {
+		if t.otherKeys == 0 {
+			t.otherKeyExample = fmt.Sprintf("asked about %q for a request of %q", n.otherKey, n.key)
+		}
+		t.otherKeys++
+	}
+	if n.tokens > 1 {
+		t.extraTokens++
 	}
 	e := t.keys[n.key]
 	if !n.tracked || e == nil {
@@ -402,6 +429,7 @@ func (t *clientTable) stats() *results.ClientStats {
 	out := &results.ClientStats{
 		Capacity: ClientCapacity, Clients: make([]results.ClientCount, 0, len(t.keys)),
 		NewKeys: t.newKeys, NewLimited: t.newLimited, Forgotten: t.forgotten, Untracked: t.untracked,
+		OtherKeys: t.otherKeys, OtherKeyExample: t.otherKeyExample, ExtraTokens: t.extraTokens,
 	}
 	for k, e := range t.keys {
 		c := results.ClientCount{
@@ -439,8 +467,9 @@ func (s *Server) clientAnswered(j *Job, status int) {
 		admitted = n.grantAt
 	}
 	maxWait := n.maxWait
+	seen := answerNotes{key: n.key, tracked: n.tracked, first: n.first, otherKey: n.otherKey, tokens: n.tokens}
 	n.mu.Unlock()
-	s.clients.answer(n, status, admitted, maxWait)
+	s.clients.answer(seen, status, admitted, maxWait)
 }
 
 // countGoroutines notes the goroutines of the process as a request

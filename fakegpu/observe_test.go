@@ -282,3 +282,31 @@ func TestProcessCPUCountsWork(t *testing.T) {
 		assert.Less(t, used, 2*time.Second)
 	}
 }
+
+// Admission code must take one token from the request's own bucket.
+func TestOtherKeysAndExtraTokens(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Mode = ModeBucket
+	s, err := New(cfg, WithLimiter(fakeLimiter{}), WithAdmission(AdmissionFunc(func(w http.ResponseWriter, r *http.Request, j *Job) {
+		switch j.ClientKey() {
+		case "by-address":
+			_, _ = j.Limiter().TryTake(r.RemoteAddr, 1)
+		case "twice":
+			_, _ = j.Limiter().TryTake(j.ClientKey(), 1)
+			_, _ = j.Limiter().TryTake(j.ClientKey(), 1)
+		default:
+			_, _ = j.Limiter().TryTake(j.ClientKey(), 1)
+		}
+		WriteOK(w)
+	})))
+	require.NoError(t, err)
+	for _, key := range []string{"by-address", "twice", "right"} {
+		r := httptest.NewRequest(http.MethodGet, "/generate", nil)
+		r.Header.Set("X-Client-Id", key)
+		s.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	st := s.StatsDetail().Clients
+	assert.Equal(t, int64(1), st.OtherKeys, "other keys")
+	assert.Equal(t, `asked about "192.0.2.1:1234" for a request of "by-address"`, st.OtherKeyExample)
+	assert.Equal(t, int64(1), st.ExtraTokens, "extra tokens")
+}

@@ -110,6 +110,8 @@ func TestTask1ChecksFail(t *testing.T) {
 			"240/s: every abandoned request is still worked", results.StatusFail},
 		{"a line that never drained", func(r []*results.Run) { r[1].DrainedS, r[1].ServerFinal.Finished = -1, 900 },
 			"120/s: every abandoned request is still worked", results.StatusFail},
+		{"dead work is judged however late the generator", func(r []*results.Run) { r[1].Reliable, r[1].ServerFinal.Dead = false, 0 },
+			"120/s: every abandoned request is still worked", results.StatusFail},
 		{"an unreliable generator is not a verdict", func(r []*results.Run) { r[1].Reliable = false },
 			"120/s: successes match the model", results.StatusError},
 	}

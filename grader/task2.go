@@ -231,16 +231,24 @@ func checkOwnBuckets(g *grading, name string, run *results.Run, cfg fakegpu.Conf
 		admitted += c.Admitted
 		limited += c.Limited
 	}
-	msg := fmt.Sprintf("the server counted %d of the %d clients: %d requests let through, %d refused with 429; each client may be let through at most %g + %g × its span in seconds (its own bucket's bound, exact)",
-		len(found), n, admitted, limited, cfg.BucketBurst, cfg.BucketRate)
+	cs := run.ServerFinal.Clients
+	if cs == nil {
+		cs = &results.ClientStats{}
+	}
+	msg := fmt.Sprintf("the server counted %d of the %d clients: %d requests let through, %d refused with 429; each client may be let through at most %g + %g × its span in seconds (its own bucket's bound, exact), and each request must take one token from the bucket of its own job.ClientKey(): %d asked about another key, %d took more than one token",
+		len(found), n, admitted, limited, cfg.BucketBurst, cfg.BucketRate, cs.OtherKeys, cs.ExtraTokens)
+	if cs.OtherKeyExample != "" {
+		msg += " (the first " + cs.OtherKeyExample + ")"
+	}
 	if len(over) > 0 {
 		msg += fmt.Sprintf("; %d went over: %s", len(over), describeOver(over, 3))
 	}
 	g.checkExact(results.Check{
 		Name: name, MaxScore: 1, Message: msg,
-		Measured: map[string]float64{"clients": float64(len(found)), "over_bound": float64(len(over)), "admitted": float64(admitted), "limited": float64(limited)},
-		Expected: map[string]float64{"clients": float64(n), "over_bound": 0},
-	}, len(found) == n && len(over) == 0 && limited > 0, run)
+		Measured: map[string]float64{"clients": float64(len(found)), "over_bound": float64(len(over)), "admitted": float64(admitted), "limited": float64(limited),
+			"other_keys": float64(cs.OtherKeys), "extra_tokens": float64(cs.ExtraTokens)},
+		Expected: map[string]float64{"clients": float64(n), "over_bound": 0, "other_keys": 0, "extra_tokens": 0},
+	}, len(found) == n && len(over) == 0 && limited > 0 && cs.OtherKeys == 0 && cs.ExtraTokens == 0, run)
 }
 
 // predictTask2Shed simulates a shedding row: its successes and their p99.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"ratelab/fakegpu"
@@ -54,11 +55,14 @@ const (
 	// Every key is "api-key-" with 48 hex digits, the half (a or b) and a
 	// number: about 64 bytes, like an API key.
 	task3ManyPrefix = "api-key-7c1e94b0d3a25f68e0b9c4a1f27d6e3b5a8c0f9d1e2b4a6c-"
-	// Beside them, one client sends twice its rate the whole time, so its
+	// Beside them, in each half, one client sends twice its rate, so its
 	// bucket is always nearly empty: a limiter that forgets or resets it
 	// hands it a fresh burst of 20, and the server counts it over b + r·T.
+	// A client of its own in each half ("steady-a", "steady-b"), because
+	// over the pause between them a bucket refills to full and wastes the
+	// rest, which would leave 50 tokens of room under b + r·T.
 	task3SteadyRate = 140.0
-	task3SteadyKey  = "steady"
+	task3SteadyKey  = "steady-"
 	// The many keys are judged on memory and counts, not on latency: a
 	// generator up to 50 ms late still sends every key.
 	task3ManySendLag = 50 * time.Millisecond
@@ -169,7 +173,7 @@ func floodTask3Many(ctx context.Context, g *grading, bin string, cfg fakegpu.Con
 			Timeout: task3Timeout, Clients: math.MaxUint64, ClientPrefix: task3ManyPrefix + suffix, MaxSendLag: task3ManySendLag,
 		}, {
 			Name: fmt.Sprintf("many clients, %s half: one steady client at %g/s", which, task3SteadyRate), Rate: task3SteadyRate, Duration: half,
-			Timeout: task3Timeout, Header: clientHeader(task3SteadyKey), MaxSendLag: task3ManySendLag,
+			Timeout: task3Timeout, Header: clientHeader(task3SteadyKey + suffix), MaxSendLag: task3ManySendLag,
 		}}
 	}
 	var warnings []string
@@ -335,21 +339,30 @@ func checkTask3Memory(g *grading, run *results.Run, sent int64) {
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
 
-// checkTask3Steady judges the steady client over its limit through the
-// flood of many keys, from the server's count of its answers.
+// checkTask3Steady judges the steady clients over their limit through
+// the flood of many keys, one per half, from the server's count of their
+// answers.
 func checkTask3Steady(g *grading, run *results.Run, cfg fakegpu.Config) {
-	var c results.ClientCount
-	if p := run.ServerFinal.Clients.Client(task3SteadyKey); p != nil {
-		c = *p
+	var parts []string
+	pass := true
+	measured, expected := map[string]float64{}, map[string]float64{}
+	for _, half := range []string{"a", "b"} {
+		key := task3SteadyKey + half
+		var c results.ClientCount
+		if p := run.ServerFinal.Clients.Client(key); p != nil {
+			c = *p
+		}
+		bound := bucketBound(cfg, c.SpanS)
+		parts = append(parts, fmt.Sprintf("%s let through %d times and refused %d times in %.3f s, at most 20 + 70 × %.3f = %.1f", key, c.Admitted, c.Limited, c.SpanS, c.SpanS, bound))
+		pass = pass && c.Admitted > 0 && c.Limited > 0 && float64(c.Admitted) <= bound
+		measured[key+"_admitted"], measured[key+"_limited"], expected[key+"_admitted_max"] = float64(c.Admitted), float64(c.Limited), bound
 	}
-	bound := bucketBound(cfg, c.SpanS)
 	g.checkExact(results.Check{
 		Name: "many clients: a throttled client keeps its state", MaxScore: 1,
-		Message: fmt.Sprintf("the steady client sent %g/s through 40,000 other keys: the server let it through %d times and refused it %d times in %.3f s; want at most 20 + 70 × %.3f = %.1f (its bucket is always nearly empty, so a limiter that forgets or resets it hands it a fresh burst of 20 and goes over), and refusals throughout",
-			task3SteadyRate, c.Admitted, c.Limited, c.SpanS, c.SpanS, bound),
-		Measured: map[string]float64{"admitted": float64(c.Admitted), "limited": float64(c.Limited), "span_s": c.SpanS},
-		Expected: map[string]float64{"admitted_max": bound},
-	}, c.Admitted > 0 && c.Limited > 0 && float64(c.Admitted) <= bound, run)
+		Message: fmt.Sprintf("a steady client sent %g/s through each half's 20,000 other keys: %s; its bucket is always nearly empty, so a limiter that forgets or resets it hands it a fresh burst of 20 and goes over; want refusals throughout, and never over",
+			task3SteadyRate, strings.Join(parts, "; ")),
+		Measured: measured, Expected: expected,
+	}, pass, run)
 }
 
 // checkTask3NewKeys judges the first request of every new key, from the

@@ -104,6 +104,14 @@ type ClientStats struct {
 	Forgotten int64 `json:"forgotten"`
 	// Untracked counts the requests of keys that found the table full.
 	Untracked int64 `json:"untracked"`
+	// OtherKeys counts the requests whose admission code asked the
+	// limiter about a key other than the request's own (Job.ClientKey),
+	// and OtherKeyExample describes the first. ExtraTokens counts the
+	// requests granted more than one token in all. A request takes one
+	// token from its own client's bucket, so both stay 0.
+	OtherKeys       int64  `json:"other_keys"`
+	OtherKeyExample string `json:"other_key_example,omitempty"`
+	ExtraTokens     int64  `json:"extra_tokens"`
 }
 
 // Client returns the count of key, or nil if it is not tracked.
