@@ -93,7 +93,9 @@ func TestCheckOwnBuckets(t *testing.T) {
 		})
 	}
 	for _, change := range []func(*results.ClientStats){
-		func(c *results.ClientStats) { c.OtherKeys, c.OtherKeyExample = 1, `asked about "127.0.0.1:5000" for a request of "client-0"` },
+		func(c *results.ClientStats) {
+			c.OtherKeys, c.OtherKeyExample = 1, `asked about "127.0.0.1:5000" for a request of "client-0"`
+		},
 		func(c *results.ClientStats) { c.ExtraTokens = 3 },
 	} {
 		run := clientsRun(within("client-0"), within("client-1"))
