@@ -79,9 +79,11 @@ func task3Planned() []planned {
 	return append(out,
 		planned{"fairness: the interactive client is served beside a backfill", 2},
 		planned{"fairness: each client is held to its own bucket", 1},
+		planned{"fairness: every refusal says when to come back", 1},
 		planned{"many clients: memory stays bounded", 2},
 		planned{"many clients: a throttled client keeps its state", 1},
 		planned{"many clients: every new client starts with a full bucket", 1},
+		planned{"many clients: every refusal says when to come back", 1},
 		planned{"the server sits idle when nobody calls", 1})
 }
 
@@ -147,6 +149,7 @@ func floodTask3(ctx context.Context, g *grading, bin string) error {
 	runs[1].Predicted = map[string]float64{"ok": float64(res.Count(1, model.SimOK))}
 	checkTask3Fairness(g, runs[0], runs[1])
 	checkOwnBuckets(g, "fairness: each client is held to its own bucket", runs[0], cfg, 2, "")
+	g.checkRefusals("fairness: every refusal says when to come back", runs[0], cfg, results.RefusalLimited)
 
 	if err := floodTask3Many(ctx, g, bin, cfg); err != nil {
 		return err
@@ -206,6 +209,7 @@ func floodTask3Many(ctx context.Context, g *grading, bin string, cfg fakegpu.Con
 	checkTask3Memory(g, main, first[0].Clients+main.Clients)
 	checkTask3Steady(g, second[1], cfg)
 	checkTask3NewKeys(g, main, first[0].Clients+main.Clients)
+	g.checkRefusals("many clients: every refusal says when to come back", main, cfg, results.RefusalLimited, results.RefusalShed)
 	return nil
 }
 
