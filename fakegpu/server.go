@@ -51,6 +51,12 @@ type Server struct {
 
 	received, finished, waiting, maxWaiting, inFlight atomic.Int64
 	shed, limited, expired, dead, leaked              atomic.Int64
+
+	// What the server records beyond its counters (observe.go).
+	maxGoroutines atomic.Int64     // the most goroutines seen as a request arrived
+	obsMu         sync.Mutex       // guards refusals
+	refusals      results.Refusals // the Retry-After of every refusal, judged
+	clients       clientTable      // the answers per client key
 }
 
 // Option configures a Server.
@@ -118,7 +124,19 @@ func (s *Server) Stats() results.ServerStats {
 		Dead:       s.dead.Load(),
 		Leaked:     s.leaked.Load(),
 		FailOpen:   s.failOpen(),
+		Refusals:   s.refusalStats(false),
 	}
+}
+
+// StatsDetail returns Stats with the examples of wrong refusals and the
+// answers per client key (GET /stats?detail=1).
+func (s *Server) StatsDetail() results.ServerStats {
+	st := s.Stats()
+	st.Refusals = s.refusalStats(true)
+	if s.cfg.Mode != ModeNone {
+		st.Clients = s.clients.stats()
+	}
+	return st
 }
 
 // failOpen asks the limiter, if it can fail open, how often it did.
@@ -129,9 +147,22 @@ func (s *Server) failOpen() int64 {
 	return 0
 }
 
-func (s *Server) stats(w http.ResponseWriter, _ *http.Request) {
+// stats serves GET /stats: the server's counters and its process's CPU
+// time and goroutines (now, and the most it had); with detail=1 also StatsDetail's, with gc=1 also the
+// process's live memory after a full garbage collection.
+func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	st := s.Stats()
+	if q.Get(StatsDetail) == "1" {
+		st = s.StatsDetail()
+	}
+	st.CPUS, st.Goroutines, st.Memory = processStats(q.Get(StatsGC) == "1")
+	st.MaxGoroutines = s.maxGoroutines.Load()
+	if st.Memory != nil {
+		st.Memory.MaxGoroutines, st.Memory.Received = st.MaxGoroutines, s.received.Load()
+	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(s.Stats())
+	_ = json.NewEncoder(w).Encode(st)
 }
 
 // okBody is the answer to a request that was worked on.
@@ -152,6 +183,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := &statusRecorder{ResponseWriter: w}
+	rec.atHeader = func(code int) { s.judgeRefusal(job, w.Header(), code) }
+	s.clientArrived(job)
+	s.countGoroutines()
 	if s.cfg.SpreadRetryAfter {
 		rec.beforeHeader = func(code int) {
 			if code == http.StatusServiceUnavailable && !job.acquired {
@@ -165,6 +199,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		if job.held {
 			s.leaked.Add(1)
 		}
+		s.clientAnswered(job, rec.status)
 		switch {
 		case rec.status == http.StatusTooManyRequests:
 			s.limited.Add(1)
@@ -216,6 +251,7 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status       int
 	beforeHeader func(code int)
+	atHeader     func(code int) // sees the headers as they go out
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
@@ -223,6 +259,9 @@ func (r *statusRecorder) WriteHeader(code int) {
 		r.status = code
 		if r.beforeHeader != nil {
 			r.beforeHeader(code)
+		}
+		if r.atHeader != nil {
+			r.atHeader(code)
 		}
 	}
 	r.ResponseWriter.WriteHeader(code)
@@ -247,6 +286,7 @@ type Job struct {
 	arrived  time.Time
 	held     bool // holds a slot now
 	acquired bool // took a slot at some point
+	notes    jobNotes
 }
 
 // Config returns the server's configuration.
@@ -257,14 +297,20 @@ func (j *Job) Arrived() time.Time { return j.arrived }
 
 // Waiting returns how many requests wait for a slot right now, not counting
 // this one unless it is waiting itself.
-func (j *Job) Waiting() int { return int(j.s.waiting.Load()) }
+func (j *Job) Waiting() int {
+	n := j.s.waiting.Load()
+	j.notes.sawLine(n)
+	return int(n)
+}
 
 // Limiter returns the per-client limiter, or nil outside the bucket modes.
+// It is this request's own handle on it: the server notes what the limiter
+// answered to this request, to judge the Retry-After of a 429.
 func (j *Job) Limiter() Limiter {
 	if !j.s.cfg.Mode.Limited() {
 		return nil
 	}
-	return j.s.limiter
+	return watchedLimiter{lim: j.s.limiter, job: j}
 }
 
 // ClientKey returns who the request is from, for per-client limits: the

@@ -311,6 +311,7 @@ func TestWrongImplementationsFailTheirFloods(t *testing.T) {
 				c := findCheck(doc, name)
 				require.NotNil(t, c, "no check %q in the results", name)
 				assert.Equal(t, results.StatusFail, c.Status, "check %q: %s", name, c.Message)
+				t.Logf("%s %q: %s", c.Status, name, c.Message)
 			}
 			assert.Less(t, doc.Score, doc.MaxScore, "a wrong implementation must lose points")
 		})

@@ -136,6 +136,9 @@ type grading struct {
 	// expect is every check this grading must record: the unit checks and,
 	// unless it stops after them, the planned flood checks.
 	expect []planned
+	// idleMissing names the first run of each child server whose idle
+	// CPU could not be measured.
+	idleMissing []string
 }
 
 func (g *grading) logf(format string, args ...any) {

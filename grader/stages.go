@@ -2,6 +2,7 @@ package grader
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"path"
@@ -167,26 +168,59 @@ func (g *grading) server(ctx context.Context) (string, error) {
 
 // floodChild starts a fresh server from bin configured as cfg, floods it
 // with each of opts at once (one flood per client), stops it and records
-// the runs.
+// the runs. Once the floods drained it reads the server's detailed stats
+// into every run, and its CPU while idle into the first (observe.go).
 func (g *grading) floodChild(ctx context.Context, bin string, cfg fakegpu.Config, opts ...harness.Options) ([]*results.Run, error) {
+	s, err := g.startChild(ctx, bin, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer s.stop()
+	runs, err := s.flood(ctx, opts...)
+	if ferr := s.finish(ctx, runs, runs[0], false); err == nil {
+		err = ferr
+	}
+	return runs, err
+}
+
+// childServer is a fake GPU server started by the grader from the graded
+// code, flooded in one or more phases before it stops.
+type childServer struct {
+	g    *grading
+	c    *child
+	cfg  fakegpu.Config
+	args []string
+}
+
+// startChild starts a fresh server from bin configured as cfg. The caller
+// must stop it.
+func (g *grading) startChild(ctx context.Context, bin string, cfg fakegpu.Config) (*childServer, error) {
 	args := cfg.Args()
 	c, err := startServer(ctx, bin, append([]string{"--port", "0"}, args...)...)
 	if err != nil {
 		return nil, g.learnerFault("the server", err)
 	}
-	defer c.stop()
-	stats := harness.HTTPStats(c.URL)
+	return &childServer{g: g, c: c, cfg: cfg, args: args}, nil
+}
+
+func (s *childServer) stop() { s.c.stop() }
+
+// flood floods the server with each of opts at once and returns their
+// runs (nil where a flood could not start), with the first error.
+func (s *childServer) flood(ctx context.Context, opts ...harness.Options) ([]*results.Run, error) {
+	g := s.g
+	stats := harness.HTTPStats(s.c.URL)
 	runs := make([]*results.Run, len(opts))
 	errs := make([]error, len(opts))
 	done := make(chan int, len(opts))
 	for i := range opts {
 		o := opts[i]
-		o.URL = c.URL + "/generate"
+		o.URL = s.c.URL + "/generate"
 		if i == 0 {
 			o.Stats = stats // one sampler is enough
 			o.Progress = g.progress(o)
 		}
-		g.logf("  flooding %s: %g req/s for %s, client timeout %s, server %s ...", o.Name, o.Rate, o.Duration, o.Timeout, strings.Join(args, " "))
+		g.logf("  flooding %s: %g req/s for %s, client timeout %s, server %s ...", o.Name, o.Rate, o.Duration, o.Timeout, strings.Join(s.args, " "))
 		go func() {
 			runs[i], errs[i] = harness.Flood(ctx, o)
 			done <- i
@@ -195,27 +229,48 @@ func (g *grading) floodChild(ctx context.Context, bin string, cfg fakegpu.Config
 	for range opts {
 		<-done
 	}
-	final, ferr := stats(ctx)
-	for i, run := range runs {
+	for _, run := range runs {
+		if run != nil {
+			run.Server = record(s.cfg)
+		}
+	}
+	return runs, firstErr(errs...)
+}
+
+// finish reads, once every flood of the server drained, its detailed
+// stats into each of runs, its CPU while idle (and its memory, with
+// memory) into main, and records the runs in the document.
+func (s *childServer) finish(ctx context.Context, runs []*results.Run, main *results.Run, memory bool) error {
+	g := s.g
+	final, idle, after, warnings, ferr := observeAfter(ctx, s.c.URL, measured{memory: memory})
+	if main != nil {
+		main.Idle, main.Warnings = idle, append(main.Warnings, warnings...)
+		if memory {
+			main.MemoryAfter = after
+		}
+		if idle == nil {
+			g.idleMissing = append(g.idleMissing, main.Name)
+		}
+	}
+	for _, run := range runs {
 		if run == nil {
 			continue
 		}
-		run.Server = record(cfg)
 		if ferr == nil {
 			run.ServerFinal = final
 		}
-		if p := c.panics(); p != "" {
+		if p := s.c.panics(); p != "" {
 			run.Warnings = append(run.Warnings, "the server logged: "+p)
 		}
 		g.doc.Runs = append(g.doc.Runs, run)
 		g.logf("    %s: sent %d, ok %d, 429 %d, 503 %d, timeout %d, p99 %.0f ms, max waiting %d",
 			run.Name, run.Issued, run.OK, run.Counts[results.OutcomeTooMany], run.Counts[results.OutcomeUnavailable],
 			run.Counts[results.OutcomeTimeout], run.P99MS, run.ServerFinal.MaxWaiting)
-		if errs[i] != nil {
-			return runs, errs[i]
-		}
 	}
-	return runs, nil
+	if errors.Is(ferr, context.Canceled) || errors.Is(ferr, context.DeadlineExceeded) {
+		return ferr
+	}
+	return nil
 }
 
 // clientHeader returns a header naming the client for per-client limits.

@@ -78,7 +78,8 @@ func task1Predicted(cfg fakegpu.Config, row task1Row, d time.Duration) (map[stri
 func task1Planned() []planned {
 	out := []planned{{"80/s: every request succeeds", 1}, {"80/s: p99 of successes under 250 ms", 1}}
 	for _, row := range task1Rows[1:4] {
-		out = append(out, planned{row.name + ": successes match the model", 2}, planned{row.name + ": the server keeps working for nobody", 1})
+		out = append(out, planned{row.name + ": successes match the model", 2}, planned{row.name + ": the server keeps working for nobody", 1},
+			planned{row.name + ": every abandoned request is still worked", 1})
 	}
 	return append(out,
 		planned{"goodput falls as offered load rises", 1},
@@ -104,6 +105,32 @@ func gradeTask1(ctx context.Context, g *grading) error {
 	}
 	checkTask1(g, runs)
 	return nil
+}
+
+// checkTask1DeadWork judges one collapse row's dead work against the
+// clients that gave up: the unprotected server ignores departures, so each
+// request whose client timed out is still worked on once its turn comes,
+// and counted dead. The two counts come from two sides (the server's work,
+// the clients' timers), so a request whose work ends in the same
+// millisecond as its client's timeout may land on either: one row of
+// slots, which start and end together, is the tolerance.
+func checkTask1DeadWork(g *grading, run *results.Run) {
+	st := run.ServerFinal
+	timeouts := run.Counts[results.OutcomeTimeout]
+	slots := int64(fakegpu.DefaultSlots)
+	if run.Server != nil && run.Server.Slots > 0 {
+		slots = int64(run.Server.Slots)
+	}
+	diff := st.Dead - timeouts
+	// Both counts are exact whether or not the load generator kept its
+	// schedule, so a late generator does not void the verdict.
+	g.checkExact(results.Check{
+		Name: run.Name + ": every abandoned request is still worked", MaxScore: 1,
+		Message: fmt.Sprintf("%d clients gave up; the server did %d units of dead work (work finished after its client had gone) and finished %d of the %d requests it received once its line drained (after %.1f s); want the dead work equal to the clients that gave up, ±%d (a row of slots ending as its clients' timers do), and everything received finished: nobody tells the server a client left",
+			timeouts, st.Dead, st.Finished, st.Received, run.DrainedS, slots),
+		Measured: map[string]float64{"dead": float64(st.Dead), "timeouts": float64(timeouts), "finished": float64(st.Finished), "received": float64(st.Received)},
+		Expected: map[string]float64{"dead": float64(timeouts), "tolerance": float64(slots)},
+	}, timeouts > 0 && run.DrainedS >= 0 && st.Finished == st.Received && diff >= -slots && diff <= slots, run)
 }
 
 // checkTask1 judges task 1's five runs, in task1Rows order.
@@ -142,6 +169,7 @@ func checkTask1(g *grading, runs []*results.Run) {
 			Measured: map[string]float64{"still_waiting": float64(after.Waiting), "dead": float64(run.ServerFinal.Dead)},
 			Expected: map[string]float64{"still_waiting_min": 1, "dead_min": 1},
 		}, after.Waiting > 0 && run.ServerFinal.Dead > 0, run)
+		checkTask1DeadWork(g, run)
 	}
 
 	// Congestion collapse: more offered, less done.

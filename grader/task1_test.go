@@ -19,7 +19,9 @@ func measuredTask1() []*results.Run {
 			Name: name, OfferedRPS: rate, DurationS: 10, TimeoutS: timeout,
 			Expected: issued, Issued: issued, OK: ok, GoodputRPS: float64(ok) / 10, P99MS: p99, Reliable: true,
 			ServerAfterFlood: results.ServerStats{Waiting: waiting},
-			ServerFinal:      results.ServerStats{Dead: dead},
+			ServerFinal:      results.ServerStats{Dead: dead, Received: issued, Finished: issued},
+			Counts:           map[results.Outcome]int64{results.OutcomeOK: ok, results.OutcomeTimeout: issued - ok},
+			DrainedS:         float64(issued-ok) / 80,
 		}
 	}
 	runs := []*results.Run{
@@ -102,6 +104,14 @@ func TestTask1ChecksFail(t *testing.T) {
 			"Break It 4: with a 30 s timeout every request succeeds", results.StatusFail},
 		{"no waiting with patient clients", func(r []*results.Run) { r[4].P99MS = 150 },
 			"Break It 4: the p99 is seconds, as the model says", results.StatusFail},
+		{"dead work short of the clients that left", func(r []*results.Run) { r[2].ServerFinal.Dead -= 9 },
+			"160/s: every abandoned request is still worked", results.StatusFail},
+		{"dead work beyond the clients that left", func(r []*results.Run) { r[3].ServerFinal.Dead += 9 },
+			"240/s: every abandoned request is still worked", results.StatusFail},
+		{"a line that never drained", func(r []*results.Run) { r[1].DrainedS, r[1].ServerFinal.Finished = -1, 900 },
+			"120/s: every abandoned request is still worked", results.StatusFail},
+		{"dead work is judged however late the generator", func(r []*results.Run) { r[1].Reliable, r[1].ServerFinal.Dead = false, 0 },
+			"120/s: every abandoned request is still worked", results.StatusFail},
 		{"an unreliable generator is not a verdict", func(r []*results.Run) { r[1].Reliable = false },
 			"120/s: successes match the model", results.StatusError},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"ratelab/fakegpu"
@@ -58,17 +59,45 @@ const task2LongLine = 2000
 // task2Shed are the shedding rows of the lesson's Measure table.
 var task2Shed = []float64{240, 480}
 
+// Task 2's floods beyond the lesson's table, where the server judges
+// what a short line at 80/s cannot show.
+const (
+	// A line of 300 is 3.75 s of work: every request shed from it must be
+	// told 4 s, and one that rounds down says 3. Its clients wait 10 s,
+	// so everyone let in is served (no deadline) and the line fills: at
+	// 240/s it gains 160 a second, full after about 1.9 s.
+	task2PatientLine    = 300
+	task2PatientRate    = 240.0
+	task2PatientTimeout = 10 * time.Second
+	// 100 clients at 2/s each, in bucket mode with buckets of 24 a minute
+	// (0.4/s) and a burst of 2: a refused client waits up to 2.5 s for its
+	// next token, so its 429s must say 1, 2 or 3 s, and one that rounds
+	// down or to the nearest second says something else. Together they
+	// offer 200/s, and their buckets let 40/s through after the first
+	// bursts, under the capacity of 80.
+	task2Clients           = 100
+	task2ClientsRate       = 200.0
+	task2ClientBucketRate  = 0.4
+	task2ClientBucketBurst = 2.0
+)
+
 // task2Planned lists task 2's flood checks.
 func task2Planned() []planned {
 	var out []planned
 	for _, rate := range task2Shed {
-		for _, c := range []string{"successes pinned at capacity", "no client times out", "p99 of successes as simulated", "503s answered at once", "the line stays bounded"} {
+		for _, c := range []string{"successes pinned at capacity", "no client times out", "p99 of successes as simulated", "503s answered at once", "the line stays bounded", "every 503 says when to come back"} {
 			out = append(out, planned{fmt.Sprintf("shed %g/s: %s", rate, c), task2Points(c)})
 		}
 	}
 	return append(out,
 		planned{"Break It 3: a 2000-long line without a deadline collapses", 1},
-		planned{"Break It 3: the deadline makes the long line harmless", 2})
+		planned{"Break It 3: the deadline makes the long line harmless", 2},
+		planned{"Break It 3: every 503 past the deadline says when to come back", 1},
+		planned{"line of 300: every 503 says when to come back", 1},
+		planned{"line of 300: with no deadline, everyone let in is served", 1},
+		planned{"100 clients: every 429 says when to come back", 1},
+		planned{"100 clients: each client is held to its own bucket", 1},
+		planned{"the server sits idle when nobody calls", 1})
 }
 
 func gradeTask2(ctx context.Context, g *grading) error {
@@ -115,6 +144,7 @@ func floodTask2(ctx context.Context, g *grading, bin string) error {
 			return err
 		}
 		checkTask2Shed(g, runs[0], cfg)
+		g.checkRefusals(runs[0].Name+": every 503 says when to come back", runs[0], cfg, results.RefusalShed)
 	}
 
 	// Break It 3: a line of 2000 is bounded, but 25 s long.
@@ -137,7 +167,88 @@ func floodTask2(ctx context.Context, g *grading, bin string) error {
 		return err
 	}
 	checkTask2BreakIt3(g, off[0], on[0], cfg)
+	g.checkRefusals("Break It 3: every 503 past the deadline says when to come back", on[0], long, results.RefusalExpired)
+
+	// A line of 300 and patient clients: a drain time of several seconds.
+	patient := cfg
+	patient.MaxWaiting, patient.Deadline = task2PatientLine, 0
+	pr, err := g.floodChild(ctx, bin, patient, harness.Options{
+		Name: fmt.Sprintf("%g/s, line %d, no deadline, %s timeout", task2PatientRate, task2PatientLine, task2PatientTimeout),
+		Rate: task2PatientRate, Duration: d, Timeout: task2PatientTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("flood line of %d: %w", task2PatientLine, err)
+	}
+	if err := predictTask2Shed(pr[0], patient); err != nil {
+		return err
+	}
+	g.checkRefusals("line of 300: every 503 says when to come back", pr[0], patient, results.RefusalShed)
+	checkTask2Patient(g, pr[0])
+
+	// Many clients, each with a slow bucket: 429s of several seconds.
+	keyed := cfg
+	keyed.Mode, keyed.BucketRate, keyed.BucketBurst = fakegpu.ModeBucket, task2ClientBucketRate, task2ClientBucketBurst
+	cr, err := g.floodChild(ctx, bin, keyed, harness.Options{
+		Name: fmt.Sprintf("%d clients at %g/s, %g a minute each", task2Clients, task2ClientsRate/task2Clients, 60*task2ClientBucketRate),
+		Rate: task2ClientsRate, Duration: d, Timeout: task2Timeout,
+		Clients: task2Clients, ClientPrefix: "client",
+	})
+	if err != nil {
+		return fmt.Errorf("flood %d clients: %w", task2Clients, err)
+	}
+	g.checkRefusals("100 clients: every 429 says when to come back", cr[0], keyed, results.RefusalLimited)
+	checkOwnBuckets(g, "100 clients: each client is held to its own bucket", cr[0], keyed, task2Clients, "client-")
+
+	g.checkIdle("the server sits idle when nobody calls")
 	return nil
+}
+
+// checkTask2Patient judges the line of 300 with no deadline and patient
+// clients, from the server's counts: every request it did not shed was
+// worked on and answered in time.
+func checkTask2Patient(g *grading, run *results.Run) {
+	st := run.ServerFinal
+	n503, timeouts, other := run.Counts[results.OutcomeUnavailable], run.Counts[results.OutcomeTimeout], run.Counts[results.OutcomeOther]
+	g.checkExact(results.Check{
+		Name: "line of 300: with no deadline, everyone let in is served", MaxScore: 1,
+		Message: fmt.Sprintf("%d sent: %d served, %d shed (the server counted %d shed), %d expired, %d timed out, %d other; want everyone not shed served: with Deadline 0 nothing expires, and a line of 300 (3.75 s) is well within the clients' 10 s",
+			run.Issued, run.OK, n503, st.Shed, st.Expired, timeouts, other),
+		Measured: map[string]float64{"ok": float64(run.OK), "shed": float64(st.Shed), "expired": float64(st.Expired), "timeouts": float64(timeouts), "other": float64(other)},
+		Expected: map[string]float64{"expired": 0, "timeouts": 0, "other": 0},
+	}, run.Issued > 0 && st.Expired == 0 && timeouts == 0 && other == 0 && run.OK+n503 == run.Issued && st.Shed == n503, run)
+}
+
+// checkOwnBuckets judges, from the server's count of each client key, that
+// every one of the n clients whose keys begin with prefix was let through
+// (answered anything but 429) at most b + r·span times, span running from
+// its first request to its last admission as the server saw them. The bound
+// is a bucket's hard limit and the server's clock brackets the limiter's,
+// so there is no tolerance beyond float rounding.
+func checkOwnBuckets(g *grading, name string, run *results.Run, cfg fakegpu.Config, n int, prefix string) {
+	found, over := clientsOverBound(run, cfg, func(k string) bool { return strings.HasPrefix(k, prefix) })
+	var admitted, limited int64
+	for _, c := range found {
+		admitted += c.Admitted
+		limited += c.Limited
+	}
+	cs := run.ServerFinal.Clients
+	if cs == nil {
+		cs = &results.ClientStats{}
+	}
+	msg := fmt.Sprintf("the server counted %d of the %d clients: %d requests let through, %d refused with 429; each client may be let through at most %g + %g × its span in seconds (its own bucket's bound, exact), and each request must take one token from the bucket of its own job.ClientKey(): %d asked about another key, %d took more than one token",
+		len(found), n, admitted, limited, cfg.BucketBurst, cfg.BucketRate, cs.OtherKeys, cs.ExtraTokens)
+	if cs.OtherKeyExample != "" {
+		msg += " (the first " + cs.OtherKeyExample + ")"
+	}
+	if len(over) > 0 {
+		msg += fmt.Sprintf("; %d went over: %s", len(over), describeOver(over, 3))
+	}
+	g.checkExact(results.Check{
+		Name: name, MaxScore: 1, Message: msg,
+		Measured: map[string]float64{"clients": float64(len(found)), "over_bound": float64(len(over)), "admitted": float64(admitted), "limited": float64(limited),
+			"other_keys": float64(cs.OtherKeys), "extra_tokens": float64(cs.ExtraTokens)},
+		Expected: map[string]float64{"clients": float64(n), "over_bound": 0, "other_keys": 0, "extra_tokens": 0},
+	}, len(found) == n && len(over) == 0 && limited > 0 && cs.OtherKeys == 0 && cs.ExtraTokens == 0, run)
 }
 
 // predictTask2Shed simulates a shedding row: its successes and their p99.

@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
@@ -69,6 +70,15 @@ type Options struct {
 	URL string
 	// Header is sent with every request (for example X-Client-Id).
 	Header http.Header
+	// Clients, if above 0, spreads the requests over that many clients:
+	// request i carries X-Client-Id ClientPrefix + "-" + (i mod Clients),
+	// in the order the load generator sends them, so each client sends
+	// Rate/Clients per second. Clients of at least Rate·Duration gives
+	// every request a client of its own. It overrides an X-Client-Id in
+	// Header.
+	Clients uint64
+	// ClientPrefix begins every client's X-Client-Id when Clients is set.
+	ClientPrefix string
 	// Rate is the offered load λ in requests per second.
 	Rate float64
 	// Duration is how long to send for; the schedule holds floor(Rate·Duration)
@@ -207,6 +217,9 @@ func Flood(ctx context.Context, opts Options) (*results.Run, error) {
 		vegeta.MaxWorkers(maxWorkers),
 	)
 	target := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: opts.URL, Header: opts.Header})
+	if opts.Clients > 0 {
+		target = clientsTargeter(opts)
+	}
 	p := &pacer{rate: opts.Rate, count: count}
 
 	rec := newRecorder(opts, count)
@@ -258,6 +271,30 @@ loop:
 		return run, ctx.Err()
 	}
 	return run, nil
+}
+
+// ClientID returns the X-Client-Id of request i of a flood spread over
+// clients with prefix (see Options.Clients).
+func ClientID(prefix string, clients, i uint64) string {
+	return prefix + "-" + strconv.FormatUint(i%clients, 10)
+}
+
+// clientsTargeter returns a targeter that sends each request as the next
+// client of opts.Clients, in turn. vegeta's workers call it concurrently.
+func clientsTargeter(opts Options) vegeta.Targeter {
+	var next atomic.Uint64
+	return func(t *vegeta.Target) error {
+		if t == nil {
+			return vegeta.ErrNilTarget
+		}
+		h := opts.Header.Clone()
+		if h == nil {
+			h = http.Header{}
+		}
+		h.Set("X-Client-Id", ClientID(opts.ClientPrefix, opts.Clients, next.Add(1)-1))
+		*t = vegeta.Target{Method: http.MethodGet, URL: opts.URL, Header: h}
+		return nil
+	}
 }
 
 // ctxTransport attaches ctx to every request, so cancelling ctx aborts them.
@@ -387,6 +424,9 @@ func (r *recorder) finish() *results.Run {
 		Timeline:      r.timeline,
 		Histograms:    map[results.Outcome]string{},
 		RetryAfter:    r.retry,
+	}
+	if r.opts.Clients > 0 {
+		run.Clients = int64(min(r.opts.Clients, uint64(r.issued)))
 	}
 	if ok > 0 {
 		run.P50MS = ms(okh.ValueAtQuantile(50))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -108,4 +109,46 @@ func TestFloodInterrupted(t *testing.T) {
 	require.NotNil(t, run)
 	assert.True(t, run.Interrupted)
 	assert.Less(t, run.Issued, run.Expected)
+}
+
+// TestFloodSpreadsClients checks that a flood over several clients gives
+// each request the next client's X-Client-Id, so each client sends its
+// share of the rate.
+func TestFloodSpreadsClients(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	ts := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("X-Client-Id")]++
+		mu.Unlock()
+	}))
+	defer ts.Close()
+	run, err := Flood(context.Background(), Options{
+		URL: ts.URL, Rate: 200, Duration: 300 * time.Millisecond, Clients: 3, ClientPrefix: "c",
+		Header: http.Header{"X-Client-Id": {"ignored"}, "X-Other": {"kept"}},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), run.Clients)
+	assert.Equal(t, map[string]int{"c-0": 20, "c-1": 20, "c-2": 20}, seen)
+	assert.Equal(t, "c-7", ClientID("c", 10, 17), "ClientID(c, 10, 17)")
+}
+
+func TestHTTPStatsOf(t *testing.T) {
+	cfg := fakegpu.DefaultConfig()
+	cfg.Mode = fakegpu.ModeShed
+	srv, err := fakegpu.New(cfg, fakegpu.WithAdmission(fakegpu.AdmissionFunc(func(w http.ResponseWriter, _ *http.Request, _ *fakegpu.Job) {
+		fakegpu.WriteOK(w)
+	})))
+	require.NoError(t, err)
+	in, err := fakegpu.Listen(srv, "127.0.0.1:0")
+	require.NoError(t, err)
+	defer in.Close()
+	st, err := HTTPStats(in.URL)(context.Background())
+	require.NoError(t, err)
+	assert.Nil(t, st.Memory)
+	assert.Nil(t, st.Clients)
+	st, err = HTTPStatsOf(in.URL, StatsQuery{Detail: true, GC: true})(context.Background())
+	require.NoError(t, err)
+	assert.NotNil(t, st.Memory)
+	assert.NotNil(t, st.Clients)
 }

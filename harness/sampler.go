@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -15,9 +16,35 @@ import (
 
 // HTTPStats returns a StatsFunc that reads baseURL + "/stats" with its own
 // client, so sampling never waits behind the flood's connections.
-func HTTPStats(baseURL string) StatsFunc {
-	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+func HTTPStats(baseURL string) StatsFunc { return HTTPStatsOf(baseURL, StatsQuery{}) }
+
+// StatsQuery asks a fake GPU's /stats for more than its counters.
+type StatsQuery struct {
+	// Detail adds the examples of wrong refusals and the answers per
+	// client key.
+	Detail bool
+	// GC makes the server collect garbage first and add its live memory:
+	// too slow to sample, right for a reading before and after a flood.
+	GC bool
+}
+
+// HTTPStatsOf is HTTPStats asking for q. The GC reading may take a while
+// on a large heap, so its client waits up to 10 s.
+func HTTPStatsOf(baseURL string, q StatsQuery) StatsFunc {
+	timeout := 2 * time.Second
 	u := strings.TrimSuffix(baseURL, "/") + "/stats"
+	v := url.Values{}
+	if q.Detail {
+		v.Set(fakegpu.StatsDetail, "1")
+	}
+	if q.GC {
+		v.Set(fakegpu.StatsGC, "1")
+		timeout = 10 * time.Second
+	}
+	if len(v) > 0 {
+		u += "?" + v.Encode()
+	}
+	c := &http.Client{Timeout: timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	return func(ctx context.Context) (results.ServerStats, error) {
 		var s results.ServerStats
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)

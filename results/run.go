@@ -65,6 +65,22 @@ type Run struct {
 	// answers, by outcome.
 	RetryAfter map[Outcome]*RetryAfterStats `json:"retry_after,omitempty"`
 
+	// Clients is how many client keys the flood spread its requests over
+	// (X-Client-Id); 0 when every request carried the same header.
+	Clients int64 `json:"clients,omitempty"`
+
+	// MemoryBefore, MemoryMid and MemoryAfter are the server's live
+	// memory before the flood, halfway through it and once it had drained,
+	// for floods that measure it (task 3's many keys); with several clients
+	// flooding one server, on the first client's run only.
+	MemoryBefore *MemoryStats `json:"memory_before,omitempty"`
+	MemoryMid    *MemoryStats `json:"memory_mid,omitempty"`
+	MemoryAfter  *MemoryStats `json:"memory_after,omitempty"`
+	// Idle is the server's CPU use while nobody called it, after the flood
+	// drained; nil where not measured (in-process servers), and on the
+	// first client's run only when several flooded one server.
+	Idle *IdleStats `json:"idle,omitempty"`
+
 	// Workers holds each server worker's own final /stats, when the flood
 	// hit several workers sharing one port (task 6).
 	Workers []ServerStats `json:"workers,omitempty"`

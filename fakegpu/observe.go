@@ -1,0 +1,520 @@
+package fakegpu
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"runtime"
+	"runtime/metrics"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"ratelab/lab"
+	"ratelab/results"
+)
+
+// What the server records beyond its counters, from what passes through
+// its own hooks: the Retry-After of every refusal judged against what the
+// server knew when it was sent, the answers to each client key, and the
+// process's CPU time and memory. Admission and limiter code reach none of
+// it, so none of it can be faked by them.
+
+// Query parameters of GET /stats.
+const (
+	// StatsDetail ("detail=1") adds the examples of wrong refusals and the
+	// answers per client key.
+	StatsDetail = "detail"
+	// StatsGC ("gc=1") collects garbage, twice, and adds the live memory.
+	StatsGC = "gc"
+)
+
+// ClientCapacity is the most client keys a Server tracks at once. It is
+// fixed, so tracking costs the same memory however many keys call: about
+// 40 KB for keys of 40 bytes. A full table forgets the keys that sent a
+// single request (a flood of one-off keys), and otherwise counts newcomers
+// as untracked; a key that keeps calling is never forgotten.
+const ClientCapacity = 256
+
+// waitSlack is how far past n/rate a limiter's wait may be: the contract
+// rounds up to the next nanosecond, and a limiter may step a few
+// nanoseconds further for its float arithmetic to agree.
+const waitSlack = time.Microsecond
+
+// jobNotes is what the server saw of one request while admission code
+// handled it. Admission code may call the job from several goroutines, so
+// the notes have a lock of their own.
+type jobNotes struct {
+	mu sync.Mutex
+
+	// The lines Job.Waiting returned to this request.
+	lineSeen         bool
+	lineMin, lineMax int64
+
+	// The refusals the limiter handed this request, through Job.Limiter.
+	denials, finite  int           // refusals, and those with a finite wait
+	minWait, maxWait time.Duration // over the finite waits
+	infWait          bool          // some refusal said lab.InfDuration
+	badWait          string        // the first wait no honest bucket reports
+	granted          bool
+	grantAt          time.Time // when the last grant returned
+	tokens           float64   // granted in all
+	otherKey         string    // a key other than its own that it asked about
+
+	// Its client key and whether the client table tracks it.
+	key            string
+	tracked, first bool
+}
+
+func (n *jobNotes) sawLine(w int64) {
+	n.mu.Lock()
+	if !n.lineSeen || w < n.lineMin {
+		n.lineMin = w
+	}
+	if !n.lineSeen || w > n.lineMax {
+		n.lineMax = w
+	}
+	n.lineSeen = true
+	n.mu.Unlock()
+}
+
+// lines returns the shortest and longest line this request saw: through
+// Job.Waiting, or now, the moment of its answer.
+func (n *jobNotes) lines(now int64) (lo, hi int64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	lo, hi = now, now
+	if n.lineSeen {
+		lo, hi = min(lo, n.lineMin), max(hi, n.lineMax)
+	}
+	return lo, hi
+}
+
+// watchedLimiter is the Limiter a Job hands out: the server's limiter,
+// with every answer noted on the job.
+type watchedLimiter struct {
+	lim Limiter
+	job *Job
+}
+
+func (l watchedLimiter) TryTake(key string, n float64) (bool, time.Duration) {
+	ok, wait := l.lim.TryTake(key, n)
+	l.job.noteTake(key, n, ok, wait, time.Now())
+	return ok, wait
+}
+
+// noteTake notes one answer of the limiter to this request.
+func (j *Job) noteTake(key string, n float64, ok bool, wait time.Duration, at time.Time) {
+	notes := &j.notes
+	notes.mu.Lock()
+	defer notes.mu.Unlock()
+	if key != notes.key && notes.otherKey == "" {
+		notes.otherKey = key
+	}
+	if ok {
+		notes.granted, notes.grantAt = true, at
+		if n > 0 {
+			notes.tokens += n
+		}
+		return
+	}
+	if why := dishonestWait(j.s.cfg, n, wait); why != "" && notes.badWait == "" {
+		notes.badWait = why
+	}
+	notes.denials++
+	if wait == lab.InfDuration {
+		notes.infWait = true
+		return
+	}
+	if notes.finite == 0 || wait < notes.minWait {
+		notes.minWait = wait
+	}
+	notes.maxWait = max(notes.maxWait, wait)
+	notes.finite++
+}
+
+// dishonestWait returns why no token bucket of cfg's rate and burst could
+// refuse n tokens with wait, or "". A bucket holds 0 to burst tokens, so n
+// tokens are at most n/rate away (rounded up to the nanosecond), never
+// already there, and never if n exceeds the burst.
+func dishonestWait(cfg Config, n float64, wait time.Duration) string {
+	switch {
+	case !cfg.Mode.Limited():
+		return ""
+	case n <= 0:
+		return fmt.Sprintf("the limiter refused %v tokens, which always succeed", n)
+	case !(n <= cfg.BucketBurst):
+		if wait != lab.InfDuration {
+			return fmt.Sprintf("the limiter said %v for %v tokens, more than the burst of %v: it should say lab.InfDuration (never)", wait, n, cfg.BucketBurst)
+		}
+		return ""
+	case wait <= 0:
+		return fmt.Sprintf("the limiter refused %v token(s) with a wait of %v: a refused request always has something to wait for", n, wait)
+	}
+	most := time.Duration(math.Ceil(n/cfg.BucketRate*1e9)) + waitSlack
+	if wait > most {
+		return fmt.Sprintf("the limiter said %v for %v token(s), but at %v tokens/s even an empty bucket has them within %v", wait, n, cfg.BucketRate, most-waitSlack)
+	}
+	return ""
+}
+
+// judgeRefusal judges the Retry-After of a 429 or 503 that job's admission
+// code is about to send with headers h, against what the server knows at
+// this moment. Other statuses pass untouched.
+func (s *Server) judgeRefusal(j *Job, h http.Header, code int) {
+	var kind string
+	switch {
+	case code == http.StatusTooManyRequests:
+		kind = results.RefusalLimited
+	case code == http.StatusServiceUnavailable && !j.acquired:
+		if s.cfg.SpreadRetryAfter {
+			return // the server wrote this header itself
+		}
+		kind = results.RefusalShed
+	case code == http.StatusServiceUnavailable:
+		kind = results.RefusalExpired
+	default:
+		return
+	}
+	gone := j.r.Context().Err() != nil || s.isClosing()
+	var bad *results.BadRefusal
+	if !gone {
+		bad = s.expectRetryAfter(j, kind, code, h)
+	}
+	s.obsMu.Lock()
+	defer s.obsMu.Unlock()
+	c := s.refusals.Kind(kind)
+	switch {
+	case gone:
+		c.Gone++
+	case bad != nil:
+		c.Judged++
+		c.Bad++
+		if len(s.refusals.Bad) < results.MaxBadRefusals {
+			s.refusals.Bad = append(s.refusals.Bad, *bad)
+		}
+	default:
+		c.Judged++
+	}
+}
+
+// expectRetryAfter returns what is wrong with the Retry-After in h for a
+// refusal of kind, or nil if it is right:
+//
+//   - shed and expired: whole seconds, at least 1, equal to the drain time
+//     of the line (Slots per Work) rounded up, for a line length this
+//     request saw, through Job.Waiting or at the moment of its answer. The
+//     line moves while admission code decides, so every length it saw is
+//     accepted, and no other.
+//   - limited: whole seconds, at least 1, equal to a wait the limiter
+//     reported to this request rounded up; for lab.InfDuration any whole
+//     seconds of at least 1. The wait itself must be one an honest bucket
+//     could report (see dishonestWait).
+func (s *Server) expectRetryAfter(j *Job, kind string, code int, h http.Header) *results.BadRefusal {
+	vals := h.Values("Retry-After")
+	bad := &results.BadRefusal{Kind: kind, Status: code, Header: strings.Join(vals, ", ")}
+	var lo, hi int64 // hi 0: no upper bound
+	switch kind {
+	case results.RefusalShed, results.RefusalExpired:
+		a, b := j.notes.lines(s.waiting.Load())
+		da, db := s.cfg.drain(a), s.cfg.drain(b)
+		lo, hi = retryAfterSeconds(da), retryAfterSeconds(db)
+		if a == b {
+			bad.Why = fmt.Sprintf("the line of %d this request saw drains in %v", a, da)
+		} else {
+			bad.Why = fmt.Sprintf("the lines of %d to %d this request saw drain in %v to %v", a, b, da, db)
+		}
+	case results.RefusalLimited:
+		n := &j.notes
+		n.mu.Lock()
+		denials, finite, minW, maxW, inf, badWait := n.denials, n.finite, n.minWait, n.maxWait, n.infWait, n.badWait
+		n.mu.Unlock()
+		switch {
+		case denials == 0:
+			bad.Why = "a 429 although the client's bucket refused nothing to this request (job.Limiter() let it through, or was never asked)"
+			return bad
+		case badWait != "":
+			bad.Why = badWait
+			lo, hi = 1, 0
+			bad.WantMinS = 1
+			return bad
+		}
+		if finite == 0 {
+			lo, hi = 1, 0
+			bad.Why = "the limiter said lab.InfDuration (never): any whole seconds of at least 1"
+		} else {
+			lo, hi = retryAfterSeconds(minW), retryAfterSeconds(maxW)
+			if inf {
+				hi = 0
+			}
+			bad.Why = fmt.Sprintf("the limiter's wait for this request was %v", maxW)
+			if minW != maxW {
+				bad.Why = fmt.Sprintf("the limiter's waits for this request were %v to %v", minW, maxW)
+			}
+		}
+	}
+	bad.WantMinS, bad.WantMaxS = lo, hi
+	got, ok := delaySeconds(vals)
+	if ok && got >= lo && (hi == 0 || got <= hi) {
+		return nil
+	}
+	return bad
+}
+
+// delaySeconds parses a Retry-After given as delay-seconds (RFC 9110:
+// digits only): exactly one value, whole seconds of at least 1.
+func delaySeconds(vals []string) (int64, bool) {
+	if len(vals) != 1 {
+		return 0, false
+	}
+	v := strings.TrimSpace(vals[0])
+	if v == "" || strings.TrimLeft(v, "0123456789") != "" {
+		return 0, false
+	}
+	s, err := strconv.ParseInt(v, 10, 64)
+	return s, err == nil && s >= 1
+}
+
+// retryAfterSeconds returns d in whole seconds rounded up, at least 1,
+// without overflowing for the largest Duration.
+func retryAfterSeconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
+	return max(s, 1)
+}
+
+// drain returns how long a line of w takes to clear: w·Work/Slots.
+func (c Config) drain(w int64) time.Duration {
+	if w <= 0 {
+		return 0
+	}
+	return time.Duration(w) * c.Work / time.Duration(c.Slots)
+}
+
+func (s *Server) isClosing() bool {
+	select {
+	case <-s.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// refusalStats returns a copy of the refusal judgement, with the examples
+// of wrong ones if detail is set, or nil in mode none.
+func (s *Server) refusalStats(detail bool) *results.Refusals {
+	if s.cfg.Mode == ModeNone {
+		return nil
+	}
+	s.obsMu.Lock()
+	defer s.obsMu.Unlock()
+	r := s.refusals
+	r.Bad = nil
+	if detail {
+		r.Bad = slices.Clone(s.refusals.Bad)
+	}
+	return &r
+}
+
+// clientTable counts the answers per client key, for at most
+// ClientCapacity keys at once (see ClientCapacity).
+type clientTable struct {
+	mu   sync.Mutex
+	keys map[string]*clientEntry
+	// as results.ClientStats
+	newKeys, newLimited, forgotten, untracked int64
+	otherKeys, extraTokens                    int64
+	otherKeyExample                           string
+}
+
+type clientEntry struct {
+	arrivals                    int64
+	requests, limited, admitted int64 // answered
+	first, lastAdmit            time.Time
+	maxWait                     time.Duration
+}
+
+// arrive notes that a request of key arrived at, and returns whether the
+// table tracks it, and whether it is the first request of a key the table
+// had no entry for (a new key, or one it forgot).
+func (t *clientTable) arrive(key string, at time.Time) (tracked, first bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.keys == nil {
+		t.keys = make(map[string]*clientEntry, ClientCapacity)
+	}
+	e := t.keys[key]
+	if e == nil {
+		if len(t.keys) >= ClientCapacity {
+			t.forgetOneOffs()
+		}
+		if len(t.keys) >= ClientCapacity {
+			return false, false
+		}
+		e = &clientEntry{first: at}
+		t.keys[strings.Clone(key)] = e
+		t.newKeys++
+		first = true
+	}
+	e.arrivals++
+	if at.Before(e.first) {
+		e.first = at
+	}
+	return true, first
+}
+
+// forgetOneOffs drops the keys that sent a single request, answered or
+// not (an answer that finds no entry counts as untracked). It runs once
+// the table is full, and frees the room a flood of one-off keys needs, so
+// it costs O(1) per key on average.
+func (t *clientTable) forgetOneOffs() {
+	for k, e := range t.keys {
+		if e.arrivals <= 1 {
+			delete(t.keys, k)
+			t.forgotten++
+		}
+	}
+}
+
+// answer notes the answer to a request of key: its status (0 for a
+// handler that wrote nothing, which is 200), when it was admitted, and the
+// longest wait the limiter reported to it.
+// answerNotes is what the client table needs of a request's notes.
+type answerNotes struct {
+	key            string
+	tracked, first bool
+	otherKey       string
+	tokens         float64
+}
+
+func (t *clientTable) answer(n answerNotes, status int, admitted time.Time, maxWait time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n.first && status == http.StatusTooManyRequests {
+		t.newLimited++
+	}
+	if n.otherKey != "" {
+		if t.otherKeys == 0 {
+			t.otherKeyExample = fmt.Sprintf("asked about %q for a request of %q", n.otherKey, n.key)
+		}
+		t.otherKeys++
+	}
+	if n.tokens > 1 {
+		t.extraTokens++
+	}
+	e := t.keys[n.key]
+	if !n.tracked || e == nil {
+		t.untracked++
+		return
+	}
+	e.requests++
+	e.maxWait = max(e.maxWait, maxWait)
+	if status == http.StatusTooManyRequests {
+		e.limited++
+		return
+	}
+	e.admitted++
+	if admitted.After(e.lastAdmit) {
+		e.lastAdmit = admitted
+	}
+}
+
+func (t *clientTable) stats() *results.ClientStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := &results.ClientStats{
+		Capacity: ClientCapacity, Clients: make([]results.ClientCount, 0, len(t.keys)),
+		NewKeys: t.newKeys, NewLimited: t.newLimited, Forgotten: t.forgotten, Untracked: t.untracked,
+		OtherKeys: t.otherKeys, OtherKeyExample: t.otherKeyExample, ExtraTokens: t.extraTokens,
+	}
+	for k, e := range t.keys {
+		c := results.ClientCount{
+			Key: k, Requests: e.requests, Limited: e.limited, Admitted: e.admitted,
+			MaxWaitMS: float64(e.maxWait) / float64(time.Millisecond),
+		}
+		if e.admitted > 0 {
+			c.SpanS = max(0, e.lastAdmit.Sub(e.first).Seconds())
+		}
+		out.Clients = append(out.Clients, c)
+	}
+	slices.SortFunc(out.Clients, func(a, b results.ClientCount) int {
+		if a.Requests != b.Requests {
+			return int(b.Requests - a.Requests)
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	return out
+}
+
+// clientArrived starts tracking job for its client key.
+func (s *Server) clientArrived(j *Job) {
+	j.notes.key = j.ClientKey()
+	j.notes.tracked, j.notes.first = s.clients.arrive(j.notes.key, j.arrived)
+}
+
+// clientAnswered counts job's answer for its client key. A request was
+// admitted when the limiter's last grant to it returned or, if it had none,
+// when it arrived.
+func (s *Server) clientAnswered(j *Job, status int) {
+	n := &j.notes
+	n.mu.Lock()
+	admitted := j.arrived
+	if n.granted {
+		admitted = n.grantAt
+	}
+	maxWait := n.maxWait
+	seen := answerNotes{key: n.key, tracked: n.tracked, first: n.first, otherKey: n.otherKey, tokens: n.tokens}
+	n.mu.Unlock()
+	s.clients.answer(seen, status, admitted, maxWait)
+}
+
+// countGoroutines notes the goroutines of the process as a request
+// arrives, keeping the most. The Go runtime keeps a goroutine's
+// descriptor (about 480 bytes) for reuse once it ends, so the heap grows
+// with the most goroutines the process ever had at once, which follows the
+// connections the clients held open: a memory bound must allow for them.
+func (s *Server) countGoroutines() {
+	n := int64(runtime.NumGoroutine())
+	for {
+		m := s.maxGoroutines.Load()
+		if n <= m || s.maxGoroutines.CompareAndSwap(m, n) {
+			return
+		}
+	}
+}
+
+// processStats returns the serving process's CPU time and goroutines, and
+// with gc its memory after a full collection.
+func processStats(gc bool) (cpu float64, goroutines int64, mem *results.MemoryStats) {
+	cpu = processCPU().Seconds()
+	if gc {
+		// Twice: the first collection moves sync.Pools to their victim
+		// caches, the second frees those.
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		mem = &results.MemoryStats{
+			HeapBytes: int64(m.HeapAlloc), StackBytes: int64(m.StackInuse), Goroutines: int64(runtime.NumGoroutine()),
+		}
+	}
+	return cpu, int64(runtime.NumGoroutine()), mem
+}
+
+// runtimeCPU estimates the process's CPU time from the Go runtime's own
+// accounting, where the operating system's is not available: the time its
+// processors were not idle. The runtime brings those figures up to date
+// only when it collects garbage, so runtimeCPU collects first.
+func runtimeCPU() time.Duration {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/cpu/classes/idle:cpu-seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 || s[1].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return time.Duration((s[0].Value.Float64() - s[1].Value.Float64()) * float64(time.Second))
+}

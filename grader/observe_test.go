@@ -1,0 +1,269 @@
+package grader
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ratelab/fakegpu"
+	"ratelab/results"
+)
+
+// judged runs one judging function on a fresh grading of task and returns
+// the check it records under name.
+func judged(t *testing.T, task int, name string, judge func(g *grading)) results.Check {
+	t.Helper()
+	g := &grading{task: tasks[task-1], doc: &results.Document{}}
+	judge(g)
+	for _, c := range g.doc.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	require.Failf(t, "no check", "no check %q recorded", name)
+	return results.Check{}
+}
+
+func bucketConfig(rate, burst float64) fakegpu.Config {
+	cfg := fakegpu.DefaultConfig()
+	cfg.Mode, cfg.BucketRate, cfg.BucketBurst = fakegpu.ModeBucket, rate, burst
+	return cfg
+}
+
+func TestCheckRefusals(t *testing.T) {
+	ok := results.Refusals{Shed: results.RefusalCounts{Judged: 464}}
+	tests := []struct {
+		name   string
+		r      *results.Refusals
+		need   string
+		status results.Status
+	}{
+		{"every shed 503 right", &ok, results.RefusalShed, results.StatusPass},
+		{"one wrong", &results.Refusals{Shed: results.RefusalCounts{Judged: 464, Bad: 1},
+			Bad: []results.BadRefusal{{Kind: "shed", Status: 503, Header: "0", WantMinS: 1, WantMaxS: 1, Why: "the line of 16 this request saw drains in 200ms"}}},
+			results.RefusalShed, results.StatusFail},
+		{"a wrong 429 beside right 503s", &results.Refusals{Shed: results.RefusalCounts{Judged: 10}, Limited: results.RefusalCounts{Judged: 5, Bad: 2}},
+			results.RefusalShed, results.StatusFail},
+		{"none of the kind the flood needs", &ok, results.RefusalExpired, results.StatusFail},
+		{"refusals only to clients that had gone", &results.Refusals{Expired: results.RefusalCounts{Gone: 30}}, results.RefusalExpired, results.StatusFail},
+		{"no record at all", nil, results.RefusalShed, results.StatusFail},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Exact accounting: judged even when the generator lagged.
+			run := &results.Run{Name: "shed 240/s", Reliable: false, ServerFinal: results.ServerStats{Refusals: tt.r}}
+			c := judged(t, 2, "x", func(g *grading) { g.checkRefusals("x", run, fakegpu.DefaultConfig(), tt.need) })
+			assert.Equal(t, tt.status, c.Status, c.Message)
+			assert.Equal(t, "shed 240/s", c.Run)
+		})
+	}
+	c := judged(t, 2, "x", func(g *grading) {
+		g.checkRefusals("x", &results.Run{ServerFinal: results.ServerStats{Refusals: &results.Refusals{Limited: results.RefusalCounts{Judged: 1, Bad: 1},
+			Bad: []results.BadRefusal{{Kind: "limited", Status: 429, Header: "1", WantMinS: 2, WantMaxS: 2, Why: "the limiter's wait for this request was 1.3s"}}}}}, fakegpu.DefaultConfig())
+	})
+	assert.Contains(t, c.Message, `a 429 (limited) with Retry-After "1", want 2: the limiter's wait for this request was 1.3s`)
+}
+
+func clientsRun(counts ...results.ClientCount) *results.Run {
+	return &results.Run{Name: "100 clients", Reliable: true, ServerFinal: results.ServerStats{Clients: &results.ClientStats{Clients: counts}}}
+}
+
+func TestCheckOwnBuckets(t *testing.T) {
+	cfg := bucketConfig(0.4, 2)
+	within := func(key string) results.ClientCount {
+		// 2 + 0.4 × 2.99 = 3.196: three admissions fit.
+		return results.ClientCount{Key: key, Requests: 6, Admitted: 3, Limited: 3, SpanS: 2.99}
+	}
+	tests := []struct {
+		name string
+		run  *results.Run
+		pass bool
+	}{
+		{"every client within its bound", clientsRun(within("client-0"), within("client-1")), true},
+		{"one admission too many", clientsRun(within("client-0"), results.ClientCount{Key: "client-1", Admitted: 4, Limited: 2, SpanS: 2.99}), false},
+		{"a client the server never saw", clientsRun(within("client-0")), false},
+		{"nobody was ever refused", clientsRun(results.ClientCount{Key: "client-0", Admitted: 2, SpanS: 1}, results.ClientCount{Key: "client-1", Admitted: 2, SpanS: 1}), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := judged(t, 2, "own", func(g *grading) { checkOwnBuckets(g, "own", tt.run, cfg, 2, "client-") })
+			assert.Equal(t, tt.pass, c.Status == results.StatusPass, c.Message)
+		})
+	}
+	for _, change := range []func(*results.ClientStats){
+		func(c *results.ClientStats) {
+			c.OtherKeys, c.OtherKeyExample = 1, `asked about "127.0.0.1:5000" for a request of "client-0"`
+		},
+		func(c *results.ClientStats) { c.ExtraTokens = 3 },
+	} {
+		run := clientsRun(within("client-0"), within("client-1"))
+		change(run.ServerFinal.Clients)
+		c := judged(t, 2, "own", func(g *grading) { checkOwnBuckets(g, "own", run, cfg, 2, "client-") })
+		assert.Equal(t, results.StatusFail, c.Status, c.Message)
+	}
+}
+
+func TestCheckIdle(t *testing.T) {
+	idle := func(name string, cpu float64) *results.Run {
+		return &results.Run{Name: name, Idle: &results.IdleStats{WallS: 1.5, CPUS: cpu, Goroutines: 8}}
+	}
+	tests := []struct {
+		name    string
+		runs    []*results.Run
+		missing []string
+		pass    bool
+	}{
+		{"asleep", []*results.Run{idle("a", 0), idle("b", 0.003)}, nil, true},
+		{"a spinning goroutine after one flood", []*results.Run{idle("a", 0), idle("b", 1.4)}, nil, false},
+		{"half a core on a busy machine", []*results.Run{idle("a", 0.75)}, nil, false},
+		{"a server that did not answer after its flood", []*results.Run{idle("a", 0)}, []string{"b"}, false},
+		{"nothing measured", []*results.Run{{Name: "a"}}, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := judged(t, 2, "idle", func(g *grading) {
+				g.doc.Runs, g.idleMissing = tt.runs, tt.missing
+				g.checkIdle("idle")
+			})
+			assert.Equal(t, tt.pass, c.Status == results.StatusPass, c.Message)
+		})
+	}
+}
+
+func TestCheckTask2Patient(t *testing.T) {
+	run := func(ok, n503, timeouts, expired int64) *results.Run {
+		return &results.Run{
+			Name: "line 300", Issued: 720, OK: ok, Reliable: true,
+			Counts:      map[results.Outcome]int64{results.OutcomeOK: ok, results.OutcomeUnavailable: n503, results.OutcomeTimeout: timeouts},
+			ServerFinal: results.ServerStats{Shed: n503 - expired, Expired: expired},
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		run  *results.Run
+		pass bool
+	}{
+		{"everyone let in served", run(540, 180, 0, 0), true},
+		{"a deadline where there is none", run(304, 416, 0, 236), false},
+		{"patient clients timing out", run(530, 180, 10, 0), false},
+	} {
+		c := judged(t, 2, "line of 300: with no deadline, everyone let in is served", func(g *grading) { checkTask2Patient(g, tt.run) })
+		assert.Equal(t, tt.pass, c.Status == results.StatusPass, "%s: %s", tt.name, c.Message)
+	}
+}
+
+func memory(heap, goroutines, maxG, received int64) *results.MemoryStats {
+	return &results.MemoryStats{HeapBytes: heap, Goroutines: goroutines, MaxGoroutines: maxG, Received: received}
+}
+
+func TestCheckTask3Memory(t *testing.T) {
+	const name = "many clients: memory stays bounded"
+	mib := int64(1 << 20)
+	tests := []struct {
+		name             string
+		before, mid, end *results.MemoryStats
+		status           results.Status
+	}{
+		// Measured on the reference: 0.25, 0.75 and 1.09 MB, 596 new
+		// goroutines in the second half.
+		{"the reference", memory(mib/4, 6, 6, 0), memory(3*mib/4, 6, 1200, 20700), memory(109*mib/100, 9, 1796, 41400), results.StatusPass},
+		// Measured with a limiter that never forgets: +4.06 MB over the
+		// second half, 2,070 new goroutines.
+		{"keeps every key", memory(mib/4, 6, 6, 0), memory(357*mib/100, 9, 1500, 20700), memory(764*mib/100, 9, 3570, 41400), results.StatusFail},
+		{"a goroutine per key", memory(mib/4, 6, 6, 0), memory(mib, 6, 1500, 20700), memory(mib, 20006, 21500, 41400), results.StatusFail},
+		{"too few keys to tell", memory(mib/4, 6, 6, 0), memory(3*mib/4, 6, 1200, 20700), memory(8*mib, 9, 1796, 30000), results.StatusError},
+		{"not measured", memory(mib/4, 6, 6, 0), nil, memory(mib, 9, 1796, 41400), results.StatusFail},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			run := &results.Run{Name: "many", MemoryBefore: tt.before, MemoryMid: tt.mid, MemoryAfter: tt.end}
+			c := judged(t, 3, name, func(g *grading) { checkTask3Memory(g, run, 40000) })
+			assert.Equal(t, tt.status, c.Status, c.Message)
+		})
+	}
+}
+
+func TestCheckTask3Steady(t *testing.T) {
+	const name = "many clients: a throttled client keeps its state"
+	cfg := bucketConfig(70, 20)
+	steady := func(a, b int64) *results.Run {
+		return clientsRun(
+			results.ClientCount{Key: "steady-a", Admitted: a, Limited: 300, SpanS: 4.98},  // bound 368.6
+			results.ClientCount{Key: "steady-b", Admitted: b, Limited: 300, SpanS: 5.193}, // bound 383.51
+		)
+	}
+	for _, tt := range []struct {
+		name string
+		run  *results.Run
+		pass bool
+	}{
+		{"both within their bounds", steady(368, 383), true},
+		{"one reset in the second half", steady(368, 402), false},
+		{"one admission over", steady(369, 383), false},
+		{"a steady client the server never saw", clientsRun(results.ClientCount{Key: "steady-a", Admitted: 368, Limited: 300, SpanS: 4.98}), false},
+	} {
+		c := judged(t, 3, name, func(g *grading) { checkTask3Steady(g, tt.run, cfg) })
+		assert.Equal(t, tt.pass, c.Status == results.StatusPass, "%s: %s", tt.name, c.Message)
+	}
+}
+
+func TestCheckTask3NewKeys(t *testing.T) {
+	const name = "many clients: every new client starts with a full bucket"
+	for _, tt := range []struct {
+		keys, limited int64
+		status        results.Status
+	}{
+		{40002, 0, results.StatusPass},
+		{40002, 39297, results.StatusFail},
+		{40002, 1, results.StatusFail},
+		{9000, 0, results.StatusError},
+	} {
+		run := &results.Run{Name: "many", ServerFinal: results.ServerStats{Clients: &results.ClientStats{NewKeys: tt.keys, NewLimited: tt.limited}}}
+		c := judged(t, 3, name, func(g *grading) { checkTask3NewKeys(g, run, 40000) })
+		assert.Equal(t, tt.status, c.Status, fmt.Sprintf("%d new keys, %d limited: %s", tt.keys, tt.limited, c.Message))
+	}
+}
+
+func TestCheckTask3Bucket(t *testing.T) {
+	cfg := bucketConfig(70, 20)
+	run := func(admitted, limitedBad int64) *results.Run {
+		r := &results.Run{
+			Name: "bucket 100/s", OfferedRPS: 100, DurationS: 3, Issued: 300, OK: admitted, Reliable: true,
+			Counts:    map[results.Outcome]int64{results.OutcomeOK: admitted, results.OutcomeTooMany: 300 - admitted},
+			Predicted: map[string]float64{"ok": 229, "ok_bound": 230},
+			ServerFinal: results.ServerStats{
+				Clients:  &results.ClientStats{Clients: []results.ClientCount{{Key: "flood", Admitted: admitted, Limited: 300 - admitted, SpanS: 2.99}}},
+				Refusals: &results.Refusals{Limited: results.RefusalCounts{Judged: 300 - admitted, Bad: limitedBad}},
+			},
+		}
+		return r
+	}
+	for _, tt := range []struct {
+		name, check string
+		run         *results.Run
+		pass        bool
+	}{
+		{"the reference", "never more than burst + rate × time", run(229, 0), true},
+		{"refill rounded up to the millisecond", "never more than burst + rate × time", run(238, 0), false},
+		{"the reference", "429s say when to come back", run(229, 0), true},
+		{"waits in whole seconds", "429s say when to come back", run(229, 71), false},
+	} {
+		c := judged(t, 3, "bucket 100/s: "+tt.check, func(g *grading) { checkTask3Bucket(g, tt.run, cfg) })
+		assert.Equal(t, tt.pass, c.Status == results.StatusPass, "%s, %s: %s", tt.name, tt.check, c.Message)
+	}
+}
+
+// The plans of tasks 1 to 3 name each check once: the corpus names checks
+// by these names.
+func TestTask123PlansNameEachCheckOnce(t *testing.T) {
+	for _, n := range []int{1, 2, 3} {
+		planned := map[string]bool{}
+		for _, p := range tasks[n-1].planned() {
+			assert.False(t, planned[p.name], "task%d plans %q twice", n, p.name)
+			planned[p.name] = true
+		}
+		assert.NotEmpty(t, planned)
+	}
+}
