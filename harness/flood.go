@@ -25,6 +25,7 @@ import (
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"ratelab/model"
 	"ratelab/results"
 )
 
@@ -200,7 +201,9 @@ func Flood(ctx context.Context, opts Options) (*results.Run, error) {
 	}
 	defer transport.CloseIdleConnections()
 	client := &http.Client{
-		Timeout:   opts.Timeout,
+		// model.TimeoutEarly: a few microseconds short, so an answer due at
+		// exactly the timeout is late on both clocks (see model.Ties).
+		Timeout:   opts.Timeout - model.TimeoutEarly,
 		Transport: ctxTransport{ctx: reqCtx, rt: transport},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse

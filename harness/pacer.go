@@ -1,17 +1,20 @@
 package harness
 
 import (
-	"math"
 	"sync"
 	"time"
+
+	"ratelab/model"
 )
 
 // Intended returns when request seq (0-based) of a constant-rate schedule of
 // rate requests per second is due, measured from the start of the flood:
-// (seq+1)/rate. This matches vegeta's ConstantPacer, which sends its first
-// request one interval after the start.
+// (seq+1)/rate, as vegeta's ConstantPacer sends its first request one
+// interval after the start, with the few nanoseconds of model.SendTime that
+// keep unrelated events off the same instant. The simulation uses the same
+// schedule.
 func Intended(rate float64, seq uint64) time.Duration {
-	return time.Duration(math.Round(float64(seq+1) / rate * float64(time.Second)))
+	return model.SendTime(rate, seq)
 }
 
 // Pace is a constant-rate schedule of count requests as a pure function, in

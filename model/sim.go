@@ -32,11 +32,13 @@ import (
 // It has no randomness except the jitter of retries, which comes from a
 // seeded generator: the same Sim always gives the same result.
 //
-// Two conventions decide ties. Clients send request seq at (seq+1)/Rate
-// seconds, rounded to the nanosecond, as the flood does (harness.Intended).
-// An answer due at exactly the client's timeout is a timeout: on a real
-// machine any overhead at all makes it late. At one instant, timeouts are
-// handled first, then slots that finish, then arrivals.
+// Two conventions decide ties. Clients send request seq at SendTime(Rate,
+// seq), as the flood does (harness.Intended). An answer due at exactly the
+// client's timeout is a timeout: on a real machine any overhead at all makes
+// it late (the flood's client gives up a nanosecond early to make the same
+// call in virtual time). At one instant, timeouts are handled first, then
+// slots that finish, then arrivals; SendTime's offsets make the last two
+// fall on distinct instants whenever it matters.
 type Sim struct {
 	Slots int           // requests worked on at once (8)
 	Work  time.Duration // how long one request holds a slot (100 ms)
@@ -222,12 +224,45 @@ func (s Sim) Validate() error {
 	return errors.Join(errs...)
 }
 
-// SimIntended returns when request seq (from 0) of a client sending rate per
-// second is due: (seq+1)/rate, rounded to the nanosecond, as the flood
-// schedules it (harness.Intended).
-func SimIntended(rate float64, seq int) time.Duration {
-	return time.Duration(math.Round(float64(seq+1) / rate * float64(time.Second)))
+// SendTime returns when request seq (from 0) of an open-loop client sending
+// rate requests per second is due, from the start of its schedule:
+// (seq+1)/rate, the first request one interval in as vegeta's constant
+// pacer sends it, rounded to a multiple of SendGrid. The flood
+// (harness.Intended) and the simulation share it; see Ties for why.
+func SendTime(rate float64, seq uint64) time.Duration {
+	return time.Duration(math.Round(float64(seq+1)/rate*float64(time.Second/SendGrid))) * SendGrid
 }
+
+// Ties: in a synctest bubble's virtual time, events due at the same instant
+// are handled in whatever order the scheduler picks, so the same flood
+// could end two ways. The simulation handles an instant's events in a fixed
+// order: clients giving up, then slots that finish, then arrivals. The
+// flood and the fake server keep to that order on both clocks:
+//
+//   - SendGrid: every send, and so every arrival and every end of work
+//     (whole milliseconds after an arrival), falls on a multiple of 10 µs
+//     from the start of its schedule; concurrent schedules are offset from
+//     each other by a few microseconds.
+//   - TimeoutEarly: a client gives up 5 µs before its nominal timeout, off
+//     the grid: an answer due at exactly the timeout is late (on a real
+//     machine any overhead makes it so), and the server sees the client
+//     leave before that work ends.
+//   - An arrival waits until everything else due at its instant has
+//     happened before it is admitted (in a bubble, the fake server's settle
+//     hook), so a slot freed at that instant is free for it.
+//   - ReadOffset: the flood reads the server's counters 5,002 ns past the
+//     grid, between all of the above.
+//
+// On the wall clock these are far below the noise, and the lesson's figures
+// come out unchanged: 216, 144 and 112 collapse, 816 shed.
+const (
+	SendGrid     = 10 * time.Microsecond
+	TimeoutEarly = 5 * time.Microsecond
+	ReadOffset   = 5*time.Microsecond + 2*time.Nanosecond
+)
+
+// SimIntended is SendTime for the simulation's int sequence numbers.
+func SimIntended(rate float64, seq int) time.Duration { return SendTime(rate, uint64(seq)) }
 
 // Run simulates s and returns every request's outcome and the server's
 // counts. It fails only if s does not validate.
@@ -431,7 +466,7 @@ func (r *run) arrive(a *attempt) {
 		r.answer(a, SimShed, r.drain())
 		return
 	}
-	r.push(a.sent+c.Timeout, evTimeout, a)
+	r.push(a.sent+c.Timeout-TimeoutEarly, evTimeout, a)
 	a.inLine = true
 	r.line = append(r.line, a)
 	r.waiting++
