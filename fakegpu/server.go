@@ -41,6 +41,7 @@ type Server struct {
 	cfg       Config
 	admission Admission
 	limiter   Limiter
+	settle    func()        // see WithSettle
 	slots     chan struct{} // a counting semaphore; Go wakes blocked senders in FIFO order
 	mux       *http.ServeMux
 	closing   chan struct{} // closed by Close: waiting and working requests give up
@@ -67,6 +68,14 @@ func WithAdmission(a Admission) Option { return func(s *Server) { s.admission = 
 
 // WithLimiter sets the per-client limiter used in the bucket modes.
 func WithLimiter(l Limiter) Option { return func(s *Server) { s.limiter = l } }
+
+// WithSettle makes every request wait, as it arrives and before anything
+// else, for settle to return. In a testing/synctest bubble's virtual time
+// the flood passes a settle that waits until everything else due at this
+// instant has happened (synctest.Wait), so a slot that frees at the instant
+// a request arrives is free for it: the order the simulation keeps
+// (model.Ties). Outside a bubble there is no reason to set it.
+func WithSettle(settle func()) Option { return func(s *Server) { s.settle = settle } }
 
 // New returns a server for cfg. Protected modes need an Admission, and the
 // bucket modes also a Limiter.
@@ -176,6 +185,9 @@ func WriteOK(w http.ResponseWriter) {
 }
 
 func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
+	if s.settle != nil {
+		s.settle()
+	}
 	s.received.Add(1)
 	job := &Job{s: s, r: r, arrived: time.Now()}
 	if s.cfg.Mode == ModeNone {

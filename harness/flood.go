@@ -105,6 +105,10 @@ type Options struct {
 	// Progress, if set, is called about once a second while sending, with
 	// the elapsed time and the requests sent so far.
 	Progress func(elapsed time.Duration, sent int64)
+	// Dial, if set, opens the flood's connections instead of the
+	// operating system's network: an in-memory network (internal/vnet)
+	// for a flood in virtual time. The URL's host must still be loopback.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 
 	// maxWorkers caps vegeta's workers. Only tests set it, to show what a
 	// capped client pool hides; floods never cap.
@@ -181,10 +185,12 @@ func Flood(ctx context.Context, opts Options) (*results.Run, error) {
 		return nil, err
 	}
 	count := uint64(math.Floor(opts.Rate * opts.Duration.Seconds()))
-	inFlight := math.Ceil(opts.Rate * opts.Timeout.Seconds())
-	// Both ends may live in this process, so count each socket twice.
-	if _, err := RaiseFileLimit(uint64(2*inFlight) + 256); err != nil {
-		return nil, err
+	if opts.Dial == nil {
+		inFlight := math.Ceil(opts.Rate * opts.Timeout.Seconds())
+		// Both ends may live in this process, so count each socket twice.
+		if _, err := RaiseFileLimit(uint64(2*inFlight) + 256); err != nil {
+			return nil, err
+		}
 	}
 
 	// Requests carry reqCtx, so Ctrl-C cancels the ones in flight at once
@@ -192,7 +198,7 @@ func Flood(ctx context.Context, opts Options) (*results.Run, error) {
 	reqCtx, cancelReqs := context.WithCancel(context.Background())
 	defer cancelReqs()
 	transport := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: opts.Timeout, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dialer(opts),
 		MaxIdleConns:        0, // no limit
 		MaxIdleConnsPerHost: 100000,
 		MaxConnsPerHost:     0, // no limit: a capped pool would queue requests out of sight
@@ -259,6 +265,7 @@ loop:
 	if opts.Stats != nil {
 		// Read once more right now: "still waiting" is the line the moment
 		// the last client has its answer or has given up.
+		offGrid(smp.t0)
 		if st, err := opts.Stats(ctx); err == nil {
 			run.ServerAfterFlood = st
 		}
@@ -298,6 +305,15 @@ func clientsTargeter(opts Options) vegeta.Targeter {
 		*t = vegeta.Target{Method: http.MethodGet, URL: opts.URL, Header: h}
 		return nil
 	}
+}
+
+// dialer returns opts.Dial, or the operating system's dialer with the
+// flood's timeout.
+func dialer(opts Options) func(ctx context.Context, network, address string) (net.Conn, error) {
+	if opts.Dial != nil {
+		return opts.Dial
+	}
+	return (&net.Dialer{Timeout: opts.Timeout, KeepAlive: 30 * time.Second}).DialContext
 }
 
 // ctxTransport attaches ctx to every request, so cancelling ctx aborts them.

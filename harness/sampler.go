@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"ratelab/fakegpu"
+	"ratelab/model"
 	"ratelab/results"
 )
 
@@ -108,6 +109,10 @@ func startSampler(opts Options, t0 time.Time) *sampler {
 
 func (s *sampler) loop(ctx context.Context) {
 	defer s.wg.Done()
+	// Read between the instants the server acts on, so that in virtual
+	// time a reading never races an arrival or the end of a slot's work
+	// (model.ReadOffset; nothing measurable on the wall clock).
+	time.Sleep(model.ReadOffset)
 	tick := time.NewTicker(s.opts.SampleEvery)
 	defer tick.Stop()
 	drainedOnce := sync.Once{}
@@ -182,4 +187,18 @@ func (s *sampler) fill(run *results.Run, floodEnd time.Duration) {
 	if last.Stats.Waiting == 0 && last.Stats.InFlight == 0 {
 		run.DrainedS = max(0, last.TS-end)
 	}
+}
+
+// offGrid sleeps until the next instant, counted from t0, that lies
+// model.ReadOffset past a multiple of model.SendGrid: between the instants
+// the server acts on, so that a reading in virtual time never races an
+// arrival or the end of a slot's work. On the wall clock it sleeps at most
+// 10 µs.
+func offGrid(t0 time.Time) {
+	elapsed := time.Since(t0)
+	next := elapsed - elapsed%model.SendGrid + model.ReadOffset
+	if next <= elapsed {
+		next += model.SendGrid
+	}
+	time.Sleep(next - elapsed)
 }

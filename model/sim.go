@@ -470,8 +470,10 @@ func (r *run) arrive(a *attempt) {
 	a.inLine = true
 	r.line = append(r.line, a)
 	r.waiting++
-	st.MaxWaiting = max(st.MaxWaiting, r.waiting)
 	r.dispatch()
+	// Counted after dispatch: a request that finds a free slot takes it
+	// without ever waiting, as the server counts it.
+	st.MaxWaiting = max(st.MaxWaiting, r.waiting)
 }
 
 // dispatch hands idle slots to the head of the line.

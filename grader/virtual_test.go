@@ -1,0 +1,100 @@
+package grader
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ratelab/fakegpu"
+	"ratelab/harness"
+	"ratelab/internal/vnet"
+	"ratelab/model"
+	"ratelab/results"
+	"ratelab/solutions/bucket"
+	"ratelab/solutions/shedding"
+)
+
+// settleOnce returns a fakegpu settle hook for a synctest bubble:
+// synctest.Wait, one caller at a time (a channel, on which a bubble's
+// goroutines block durably).
+func settleOnce() func() {
+	sem := make(chan struct{}, 1)
+	return func() {
+		sem <- struct{}{}
+		synctest.Wait()
+		<-sem
+	}
+}
+
+// virtualFlood floods a fresh in-memory server with cfg (and the
+// reference's admission and limiter) inside a synctest bubble.
+func virtualFlood(t *testing.T, cfg fakegpu.Config, rate float64, d, timeout time.Duration) *results.Run {
+	t.Helper()
+	var run *results.Run
+	synctest.Test(t, func(t *testing.T) {
+		var n vnet.Network
+		srv, err := fakegpu.New(cfg, fakegpu.WithSettle(settleOnce()),
+			fakegpu.WithAdmission(fakegpu.AdmissionFunc(shedding.Admit)),
+			fakegpu.WithLimiter(bucket.NewKeyedLimiter(cfg.BucketRate, cfg.BucketBurst)))
+		require.NoError(t, err)
+		l, err := n.Listen("127.0.0.1:8000")
+		require.NoError(t, err)
+		hs := &http.Server{Handler: srv}
+		go hs.Serve(l)
+		run, err = harness.Flood(context.Background(), harness.Options{
+			URL: "http://127.0.0.1:8000/generate", Rate: rate, Duration: d, Timeout: timeout,
+			Stats: harness.ServerStats(srv), Dial: n.DialContext, Header: clientHeader("c"),
+		})
+		require.NoError(t, err)
+		srv.Close()
+		hs.Close()
+	})
+	return run
+}
+
+// In virtual time the floods are the simulation, request for request: the
+// same successes, dead work and line, with no noise band. (The timing ties
+// are settled the same way on both sides: see model.Ties.)
+func TestVirtualFloodsMatchTheSimulation(t *testing.T) {
+	const d = 10 * time.Second
+	shed, bucketCfg := fakegpu.DefaultConfig(), fakegpu.DefaultConfig()
+	shed.Mode, bucketCfg.Mode = fakegpu.ModeShed, fakegpu.ModeBucket
+	rows := []struct {
+		name string
+		cfg  fakegpu.Config
+		rate float64
+		want int // the lesson's figure
+	}{
+		{"unprotected 80/s", fakegpu.DefaultConfig(), 80, 800},
+		{"unprotected 120/s", fakegpu.DefaultConfig(), 120, 216},
+		{"unprotected 160/s", fakegpu.DefaultConfig(), 160, 144},
+		{"unprotected 240/s", fakegpu.DefaultConfig(), 240, 112},
+		{"shed 240/s", shed, 240, 816},
+		{"shed 480/s", shed, 480, 816},
+		{"bucket 100/s", bucketCfg, 100, 719},
+		{"bucket 240/s", bucketCfg, 240, 718},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			sim := row.cfg.Sim()
+			sim.Clients = []model.SimClient{{Name: "c", Rate: row.rate, Duration: d, Timeout: time.Second}}
+			res, err := sim.Run()
+			require.NoError(t, err)
+			run := virtualFlood(t, row.cfg, row.rate, d, time.Second)
+			assert.Equal(t, int64(row.want), run.OK, "the lesson's figure")
+			assert.Equal(t, int64(res.Count(-1, model.SimOK)), run.OK, "successes")
+			assert.Equal(t, int64(res.Count(-1, model.SimTimeout)), run.Counts[results.OutcomeTimeout], "timeouts")
+			assert.Equal(t, int64(res.Stats.Dead), run.ServerFinal.Dead, "dead work")
+			assert.Equal(t, int64(res.WaitingAtClientsDone), run.ServerAfterFlood.Waiting, "still waiting after the flood")
+			assert.Equal(t, int64(res.Stats.MaxWaiting), run.ServerFinal.MaxWaiting, "longest line")
+			again := virtualFlood(t, row.cfg, row.rate, d, time.Second)
+			assert.Equal(t, run.Counts, again.Counts, "a second run is identical")
+			assert.Equal(t, run.Histograms, again.Histograms, "to the microsecond")
+		})
+	}
+}
