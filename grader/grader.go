@@ -354,6 +354,17 @@ func (g *grading) learnerFault(what string, err error) error {
 	return &learnerError{fmt.Sprintf("task %d (%s): %s built with your code failed: %v", g.task.Number, g.file(), what, err)}
 }
 
+// MaxScore returns the most points task can score: every check it plans,
+// the floods' included unless unitOnly. A grading scores against this
+// however far it got.
+func (t Task) MaxScore(unitOnly bool) float64 {
+	total := 0.0
+	for _, c := range expectedChecks(t, unitOnly) {
+		total += c.points
+	}
+	return total
+}
+
 // expectedChecks lists every check a grading of task records: the unit
 // checks, then (unless unitOnly) the planned flood checks.
 func expectedChecks(task Task, unitOnly bool) []planned {

@@ -124,6 +124,7 @@ func TestTask1ChecksFail(t *testing.T) {
 			require.True(t, ok, "no check named %q", tt.fails)
 			assert.Equal(t, tt.status, c.Status, "%s: %s", c.Name, c.Message)
 			assert.Zero(t, c.Score, "a check that did not pass scores 0")
+			shownFailing(t, "task1", c)
 		})
 	}
 }

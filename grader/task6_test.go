@@ -72,6 +72,9 @@ func TestTask6KeyspaceChecks(t *testing.T) {
 					}
 				}
 				assert.Equal(t, want, c.Status, "%s: %s", c.Name, c.Message)
+				if want == results.StatusFail {
+					shownFailing(t, "task6", c)
+				}
 			}
 		})
 	}
