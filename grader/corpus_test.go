@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 
 	"ratelab/grader/corpus"
 	"ratelab/internal/redisenv"
+	"ratelab/internal/suites/suitekit"
 	"ratelab/results"
 )
 
@@ -63,6 +65,62 @@ func loadCorpus(t *testing.T, kind corpus.Kind) ([]corpus.Variant, map[string]ma
 	return vs, replace
 }
 
+// How many variants the slow corpus tests grade without RATELAB_CORPUS=all,
+// of each task and in all: a unit-stage grading takes about 5 s, a grading
+// with quick floods 20 s to a minute.
+const (
+	sampleUnitPerTask, sampleUnitTotal   = 2, 14
+	sampleFloodPerTask, sampleFloodTotal = 1, 2
+	sampleRightPerTask, sampleRightTotal = 1, 2
+	sampleBrokenTotal                    = 2
+	sampleTaskTotal                      = 3 // stubs and references graded
+)
+
+// corpusEnv names the environment variable that makes the slow corpus
+// tests take every variant: RATELAB_CORPUS=all, as the project's CI sets.
+// Without it they take a sample of each task's variants, drawn from the
+// run's seed (RATELAB_SEED replays it), so that `go test ./...` stays well
+// inside go test's default limit of 10 minutes a package on a 2-core
+// machine while every run tries different ones; -short skips them.
+const corpusEnv = "RATELAB_CORPUS"
+
+// sample returns the variants of vs to grade: all of them under
+// RATELAB_CORPUS=all, else at most perTask of each task and at most total
+// in all, chosen at random.
+func sample(t *testing.T, vs []corpus.Variant, perTask, total int) []corpus.Variant {
+	t.Helper()
+	if os.Getenv(corpusEnv) == "all" {
+		return vs
+	}
+	rng := suitekit.Rand(t)
+	byTask := map[string][]corpus.Variant{}
+	var order []string
+	for _, v := range vs {
+		if byTask[v.Task] == nil {
+			order = append(order, v.Task)
+		}
+		byTask[v.Task] = append(byTask[v.Task], v)
+	}
+	var out []corpus.Variant
+	var names []string
+	for _, task := range order {
+		group := byTask[task]
+		rng.Shuffle(len(group), func(i, j int) { group[i], group[j] = group[j], group[i] })
+		for _, v := range group[:min(perTask, len(group))] {
+			out = append(out, v)
+		}
+	}
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	out = out[:min(total, len(out))]
+	slices.SortStableFunc(out, func(a, b corpus.Variant) int { return strings.Compare(a.ID(), b.ID()) })
+	for _, v := range out {
+		names = append(names, v.ID())
+	}
+	t.Logf("a sample of %d of the %d variants (seed %d; %s=all grades every one): %s",
+		len(out), len(vs), suitekit.Seed(), corpusEnv, strings.Join(names, ", "))
+	return out
+}
+
 // failedMessages joins the messages of every check that did not pass.
 func failedMessages(doc *results.Document) string {
 	var b strings.Builder
@@ -77,17 +135,25 @@ func failedMessages(doc *results.Document) string {
 // TestWrongImplementationsFail grades every wrong variant of the corpus
 // (grader/testdata/wrong, see its README): each must lose points, and each
 // subtest its patch names in a Caught-By line must fail, named in the
-// message of its check.
+// message of its check. Like every slow test here, it takes a sample unless
+// RATELAB_CORPUS=all (see corpusEnv).
 func TestWrongImplementationsFail(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles and tests every known-wrong variant")
 	}
-	variants, replace := loadCorpus(t, corpus.Wrong)
-	for _, v := range variants {
-		if len(v.CaughtBy) == 0 {
-			continue // judged only in the floods: TestWrongImplementationsFailTheirFloods
+	all, replace := loadCorpus(t, corpus.Wrong)
+	var unit []corpus.Variant
+	for _, v := range all {
+		if len(v.CaughtBy) > 0 { // the others are judged only in the floods: TestWrongImplementationsFailTheirFloods
+			unit = append(unit, v)
 		}
+	}
+	for _, v := range sample(t, unit, sampleUnitPerTask, sampleUnitTotal) {
 		t.Run(v.ID(), func(t *testing.T) {
+			// Two at a time: a build and a suite that waits out a hung
+			// subtest overlap. Load can only make a wrong variant fail
+			// more, never pass.
+			t.Parallel()
 			task, ok := Lookup(v.Task)
 			require.True(t, ok, "unknown task %s", v.Task)
 			if needsRealRedis(v.CaughtBy) && !redisenv.ServerAvailable() {
@@ -149,23 +215,31 @@ func namesFailedSubtest(sub string) *regexp.Regexp {
 	return regexp.MustCompile(`(: |; )` + regexp.QuoteMeta(sub) + `(: | did not | was skipped| never finished| crashed the test binary)`)
 }
 
+// brokenWant says, per broken variant, what the failed checks must say.
+var brokenWant = map[string][]string{
+	"task2/compile-error": {"does not compile", "shedding.go", "undefinedName"},
+	"task2/panics":        {"boom in RetryAfterSeconds", "nil map"},
+	"task2/deadlock":      {"never finished"},
+	"task2/data-race":     {"data race"},
+}
+
 // TestBrokenCodeIsReported checks that compile errors, panics, deadlocks
 // and data races each fail every check with a message saying so, without
-// crashing or hanging the grader.
+// crashing or hanging the grader (a sample of them unless
+// RATELAB_CORPUS=all).
 func TestBrokenCodeIsReported(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out a deadlock's test timeout")
 	}
-	want := map[string][]string{ // variant → what the failed checks must say
-		"task2/compile-error": {"does not compile", "shedding.go", "undefinedName"},
-		"task2/panics":        {"boom in RetryAfterSeconds", "nil map"},
-		"task2/deadlock":      {"never finished"},
-		"task2/data-race":     {"data race"},
-	}
 	variants, replace := loadCorpus(t, corpus.Broken)
+	missing := maps.Clone(brokenWant)
 	for _, v := range variants {
+		require.Contains(t, brokenWant, v.ID(), "%s: say in brokenWant what the grader must report", v.Path)
+		delete(missing, v.ID())
+	}
+	assert.Empty(t, missing, "broken variants missing from %s/broken", corpus.Dir)
+	for _, v := range sample(t, variants, sampleBrokenTotal, sampleBrokenTotal) {
 		t.Run(v.ID(), func(t *testing.T) {
-			require.Contains(t, want, v.ID(), "%s: say here what the grader must report", v.Path)
 			if v.Name == "data-race" && !raceAvailable() {
 				t.Skip("the race detector needs cgo and a C compiler")
 			}
@@ -175,14 +249,12 @@ func TestBrokenCodeIsReported(t *testing.T) {
 			assert.Equal(t, results.StatusFail, doc.Status)
 			assert.Less(t, doc.Score, doc.MaxScore)
 			msgs := failedMessages(doc)
-			for _, w := range want[v.ID()] {
+			for _, w := range brokenWant[v.ID()] {
 				assert.Contains(t, msgs, w)
 			}
 			assert.Contains(t, msgs, fmt.Sprintf("task %d (exercises/%s/%s)", task.Number, task.Unit.Package, task.Unit.File), "messages name the task and file")
 		})
-		delete(want, v.ID())
 	}
-	assert.Empty(t, want, "broken variants missing from %s/broken", corpus.Dir)
 }
 
 func raceAvailable() bool {
@@ -205,8 +277,34 @@ func exercisesPristine(t *testing.T) bool {
 	return err == nil && len(bytes.TrimSpace(out)) == 0
 }
 
+// sampleTasks returns the tasks with a unit stage: all of them under
+// RATELAB_CORPUS=all, else sampleTaskTotal chosen at random.
+func sampleTasks(t *testing.T) []Task {
+	t.Helper()
+	var all []Task
+	for _, task := range Tasks() {
+		if task.Unit != nil {
+			all = append(all, task)
+		}
+	}
+	if os.Getenv(corpusEnv) == "all" {
+		return all
+	}
+	rng := suitekit.Rand(t)
+	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	all = all[:min(sampleTaskTotal, len(all))]
+	slices.SortFunc(all, func(a, b Task) int { return a.Number - b.Number })
+	var ids []string
+	for _, task := range all {
+		ids = append(ids, task.ID)
+	}
+	t.Logf("a sample of the tasks (seed %d; %s=all takes every one): %s", suitekit.Seed(), corpusEnv, strings.Join(ids, ", "))
+	return all
+}
+
 // TestStubsScoreZero checks that every untouched stub fails its task's unit
-// stage cleanly: score 0, "not implemented" messages, nothing crashing.
+// stage cleanly: score 0, "not implemented" messages, nothing crashing (a
+// sample of the tasks unless RATELAB_CORPUS=all).
 func TestStubsScoreZero(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles every stub")
@@ -214,10 +312,7 @@ func TestStubsScoreZero(t *testing.T) {
 	if !exercisesPristine(t) {
 		t.Skip("exercises/ has local changes (or git is missing): this check is for the pristine stubs")
 	}
-	for _, task := range Tasks() {
-		if task.Unit == nil {
-			continue
-		}
+	for _, task := range sampleTasks(t) {
 		t.Run(task.ID, func(t *testing.T) {
 			doc := gradeUnit(t, task, Exercises, nil)
 			assert.Zero(t, doc.Score, "a stub must score 0")
@@ -229,15 +324,13 @@ func TestStubsScoreZero(t *testing.T) {
 	}
 }
 
-// TestSolutionsPassUnits checks that the reference passes every unit check.
+// TestSolutionsPassUnits checks that the reference passes every unit check
+// (of a sample of the tasks unless RATELAB_CORPUS=all).
 func TestSolutionsPassUnits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles every solution")
 	}
-	for _, task := range Tasks() {
-		if task.Unit == nil {
-			continue
-		}
+	for _, task := range sampleTasks(t) {
 		t.Run(task.ID, func(t *testing.T) {
 			doc := gradeUnit(t, task, Solutions, nil)
 			assert.Equal(t, results.StatusPass, doc.Status, failedMessages(doc))
@@ -287,11 +380,14 @@ func TestWrongImplementationsFailTheirFloods(t *testing.T) {
 	if testing.Short() {
 		t.Skip("floods every flood-judged variant")
 	}
-	variants, replace := loadCorpus(t, corpus.Wrong)
-	for _, v := range variants {
-		if len(v.CaughtByChecks) == 0 {
-			continue
+	all, replace := loadCorpus(t, corpus.Wrong)
+	var flooded []corpus.Variant
+	for _, v := range all {
+		if len(v.CaughtByChecks) > 0 {
+			flooded = append(flooded, v)
 		}
+	}
+	for _, v := range sample(t, flooded, sampleFloodPerTask, sampleFloodTotal) {
 		t.Run(v.ID(), func(t *testing.T) {
 			task, ok := Lookup(v.Task)
 			require.True(t, ok, "unknown task %s", v.Task)
@@ -335,12 +431,15 @@ func TestRightImplementationsPass(t *testing.T) {
 		t.Skip("grades every right variant with its floods")
 	}
 	root := repoRoot(t)
-	variants, err := corpus.Load(root)
+	all, err := corpus.Load(root)
 	require.NoError(t, err)
-	for _, v := range variants {
-		if v.Kind != corpus.Right {
-			continue
+	var right []corpus.Variant
+	for _, v := range all {
+		if v.Kind == corpus.Right {
+			right = append(right, v)
 		}
+	}
+	for _, v := range sample(t, right, sampleRightPerTask, sampleRightTotal) {
 		t.Run(v.ID(), func(t *testing.T) {
 			task, ok := Lookup(v.Task)
 			require.True(t, ok, "unknown task %s", v.Task)

@@ -10,8 +10,8 @@ import (
 // Intended returns when request seq (0-based) of a constant-rate schedule of
 // rate requests per second is due, measured from the start of the flood:
 // (seq+1)/rate, as vegeta's ConstantPacer sends its first request one
-// interval after the start, with the few nanoseconds of model.SendTime that
-// keep unrelated events off the same instant. The simulation uses the same
+// interval after the start, rounded as model.SendTime rounds it (to its
+// 10 µs grid) so that unrelated events keep off the same instant. The simulation uses the same
 // schedule.
 func Intended(rate float64, seq uint64) time.Duration {
 	return model.SendTime(rate, seq)

@@ -35,7 +35,7 @@ import (
 // Two conventions decide ties. Clients send request seq at SendTime(Rate,
 // seq), as the flood does (harness.Intended). An answer due at exactly the
 // client's timeout is a timeout: on a real machine any overhead at all makes
-// it late (the flood's client gives up a nanosecond early to make the same
+// it late (the flood's client gives up TimeoutEarly, 5 µs, early to make the same
 // call in virtual time). At one instant, timeouts are handled first, then
 // slots that finish, then arrivals; SendTime's offsets make the last two
 // fall on distinct instants whenever it matters.

@@ -1,5 +1,5 @@
 // Package reports renders results documents for people: a text table for
-// the terminal now, HTML pages and summaries as the lab grows.
+// the terminal, HTML pages per task and summaries of a cohort.
 package reports
 
 import (
