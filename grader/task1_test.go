@@ -115,6 +115,29 @@ func TestTask1ChecksFail(t *testing.T) {
 		{"an unreliable generator is not a verdict", func(r []*results.Run) { r[1].Reliable = false },
 			"120/s: successes match the model", results.StatusError},
 	}
+	// Every collapse row, on two wrong servers: one that stops the work of a
+	// client that hung up (no backlog, no dead work), and one with a slot
+	// more than the lesson's 8 (about 9/8 of the successes).
+	for i, row := range []string{"120/s", "160/s", "240/s"} {
+		tests = append(tests,
+			struct {
+				name   string
+				change func([]*results.Run)
+				fails  string
+				status results.Status
+			}{"a server that cancels abandoned work, " + row, func(r []*results.Run) {
+				r[i+1].ServerAfterFlood.Waiting, r[i+1].ServerFinal.Dead = 0, 0
+			}, row + ": the server keeps working for nobody", results.StatusFail},
+			struct {
+				name   string
+				change func([]*results.Run)
+				fails  string
+				status results.Status
+			}{"nine slots, " + row, func(r []*results.Run) {
+				r[i+1].OK = r[i+1].OK * 9 / 8
+			}, row + ": successes match the model", results.StatusFail},
+		)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			runs := measuredTask1()
