@@ -37,7 +37,13 @@ func repoRoot(t *testing.T) string {
 // (repository path → file to read instead) swapped in.
 func gradeUnit(t *testing.T, task Task, impl Impl, replace map[string]string) *results.Document {
 	t.Helper()
-	opts := Options{Impl: impl, Root: repoRoot(t), UnitOnly: true, UnitTimeout: 20 * time.Second, Replace: replace, allowEdited: true}
+	return gradeUnitWithin(t, task, impl, replace, 20*time.Second)
+}
+
+// gradeUnitWithin is gradeUnit with the unit tests bounded by timeout.
+func gradeUnitWithin(t *testing.T, task Task, impl Impl, replace map[string]string, timeout time.Duration) *results.Document {
+	t.Helper()
+	opts := Options{Impl: impl, Root: repoRoot(t), UnitOnly: true, UnitTimeout: timeout, Replace: replace, allowEdited: true}
 	doc, err := Grade(context.Background(), task, opts)
 	require.NoError(t, err)
 	return doc
