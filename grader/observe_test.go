@@ -229,30 +229,84 @@ func TestCheckTask3NewKeys(t *testing.T) {
 
 func TestCheckTask3Bucket(t *testing.T) {
 	cfg := bucketConfig(70, 20)
-	run := func(admitted, limitedBad int64) *results.Run {
-		r := &results.Run{
-			Name: "bucket 100/s", OfferedRPS: 100, DurationS: 3, Issued: 300, OK: admitted, Reliable: true,
-			Counts:    map[results.Outcome]int64{results.OutcomeOK: admitted, results.OutcomeTooMany: 300 - admitted},
-			Predicted: map[string]float64{"ok": 229, "ok_bound": 230},
+	// run is one flood of a single client at rate for 3 s (100/s) or 10 s
+	// (240/s): the server let it through admitted times, ok of them served,
+	// its last admission spanS after its first request, and limitedBad of
+	// its 429s carried a wait no bucket has.
+	run := func(rate float64, admitted, ok int64, spanS float64, limitedBad int64) *results.Run {
+		issued, predicted, bound := int64(300), 229.0, 230.0
+		if rate == 240 {
+			// 10 s: the simulation of the bucket in front of shedding
+			// admits 718 of 2,400 (task3OKBelow); the bound is 20 + 70 × 10.
+			issued, predicted, bound = 2400, 718, 720
+		}
+		return &results.Run{
+			Name: fmt.Sprintf("bucket %g/s", rate), OfferedRPS: rate, DurationS: float64(issued) / rate, Issued: issued, OK: ok, Reliable: true,
+			Counts:    map[results.Outcome]int64{results.OutcomeOK: ok, results.OutcomeTooMany: issued - admitted},
+			Predicted: map[string]float64{"ok": predicted, "ok_bound": bound},
 			ServerFinal: results.ServerStats{
-				Clients:  &results.ClientStats{Clients: []results.ClientCount{{Key: "flood", Admitted: admitted, Limited: 300 - admitted, SpanS: 2.99}}},
-				Refusals: &results.Refusals{Limited: results.RefusalCounts{Judged: 300 - admitted, Bad: limitedBad}},
+				Clients:  &results.ClientStats{Clients: []results.ClientCount{{Key: "flood", Admitted: admitted, Limited: issued - admitted, SpanS: spanS}}},
+				Refusals: &results.Refusals{Limited: results.RefusalCounts{Judged: issued - admitted, Bad: limitedBad}},
 			},
 		}
-		return r
 	}
 	for _, tt := range []struct {
 		name, check string
 		run         *results.Run
 		pass        bool
 	}{
-		{"the reference", "never more than burst + rate × time", run(229, 0), true},
-		{"refill rounded up to the millisecond", "never more than burst + rate × time", run(238, 0), false},
-		{"the reference", "429s say when to come back", run(229, 0), true},
-		{"waits in whole seconds", "429s say when to come back", run(229, 71), false},
+		{"the reference", "never more than burst + rate × time", run(100, 229, 229, 2.99, 0), true},
+		{"refill rounded up to the millisecond", "never more than burst + rate × time", run(100, 238, 238, 2.99, 0), false},
+		{"the reference", "429s say when to come back", run(100, 229, 229, 2.99, 0), true},
+		{"waits in whole seconds", "429s say when to come back", run(100, 229, 229, 2.99, 71), false},
+		// At 100/s over 3 s the simulation gives 229, want ≥ 209.
+		{"the reference", "the limit is reached", run(100, 229, 229, 2.99, 0), true},
+		// wrong/task3/forget-elapsed: a refusal sets last = now, so what
+		// dripped in since the last grant is thrown away. At 100/s a call
+		// comes every 10 ms and brings 0.7 of a token; once the burst is
+		// spent, the fraction left plus 0.7 stays under 1 and every call
+		// is refused for good. That bucket, fed the flood's even schedule,
+		// admits 64, the last 0.63 s into the flood.
+		{"a refusal forgets the time elapsed", "the limit is reached", run(100, 64, 64, 0.63, 0), false},
+
+		// At 240/s for 10 s: the simulation of the reference admits 718,
+		// the last 9.988 s after the first request (bound 719.2).
+		{"the reference", "never more than burst + rate × time", run(240, 718, 718, 9.988, 0), true},
+		{"the reference", "the limit is reached", run(240, 718, 718, 9.988, 0), true},
+		{"the reference", "429s say when to come back", run(240, 718, 718, 9.988, 0), true},
+		// wrong/task3/elapsed-ceil-ms-untested: the time since the last
+		// grant is rounded up to the millisecond. At 240/s a grant comes
+		// every 14.3 ms but each call is 4.17 ms after the one before, so
+		// every grant gains up to 0.83 ms of tokens it never waited for:
+		// that bucket, fed the flood's even schedule, admits 743 in 9.988 s,
+		// 24 over the bound; the shedder still serves nearly all of them
+		// (capacity 80/s).
+		{"refill rounded up to the millisecond", "never more than burst + rate × time", run(240, 743, 741, 9.988, 0), false},
+		// wrong/task3/forget-elapsed at 240/s: a call every 4.17 ms brings
+		// 0.29 of a token, and every refusal throws it away: 27 admitted,
+		// the last 0.108 s into the flood.
+		{"a refusal forgets the time elapsed", "the limit is reached", run(240, 27, 27, 0.108, 0), false},
+		// wrong/task3/elapsed-in-ms: elapsed time counted in whole
+		// milliseconds, rounded down. Calls 4.17 ms apart lose up to a
+		// millisecond of refill at every grant: 691 admitted of the 718 a
+		// bucket gives, below the floor of 698. (At 100/s, calls 10 ms apart
+		// lose next to nothing, 718 admitted: the faster flood shows it.)
+		{"elapsed counted in whole milliseconds", "the limit is reached", run(240, 691, 691, 9.988, 0), false},
+		// wrong/task3/wait-whole-seconds-untested: every 429 still reads
+		// Retry-After: 1, but the wait the limiter reported for it is 1 s,
+		// where one token is at most 14.3 ms away: every one of the 1,682
+		// refusals is wrong.
+		{"waits in whole seconds", "429s say when to come back", run(240, 718, 718, 9.988, 2400-718), false},
+		// A server that sends no 429 at all (it queues instead, or answers
+		// 503): nothing judged, so no evidence of a right Retry-After.
+		{"no 429 judged", "429s say when to come back", func() *results.Run {
+			r := run(240, 718, 718, 9.988, 0)
+			r.ServerFinal.Refusals = nil
+			return r
+		}(), false},
 	} {
-		c := judged(t, 3, "bucket 100/s: "+tt.check, func(g *grading) { checkTask3Bucket(g, tt.run, cfg) })
-		assert.Equal(t, tt.pass, c.Status == results.StatusPass, "%s, %s: %s", tt.name, tt.check, c.Message)
+		c := judged(t, 3, tt.run.Name+": "+tt.check, func(g *grading) { checkTask3Bucket(g, tt.run, cfg) })
+		assert.Equal(t, tt.pass, c.Status == results.StatusPass, "%s, %s: %s", tt.name, c.Name, c.Message)
 	}
 }
 

@@ -2,6 +2,7 @@ package grader
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -138,5 +139,80 @@ func TestTask6RedisKilledMidFlood(t *testing.T) {
 		assert.Equal(t, results.StatusError, c.Status, "%s: %s", name, c.Message)
 		assert.Contains(t, c.Message, "Redis at "+r.url+" stopped answering during the flood", name)
 		assert.NotContains(t, c.Message, "busy machine", name)
+	}
+}
+
+// TestTask6FloodChecks feeds the flood checks of task 6 the counts of
+// wrong scripts and wrong servers; the keyspace is a correct script's.
+func TestTask6FloodChecks(t *testing.T) {
+	tests := []struct {
+		name   string
+		floods func(local, shared *results.Run)
+		fail   []string // checks that must fail; the others pass
+	}{
+		{"the reference, as measured", func(_, _ *results.Run) {}, nil},
+		// The demonstration needs four limiters. With every connection
+		// handed to one worker (the workers not sharing the port with
+		// SO_REUSEPORT, or a flood that keeps one keep-alive connection),
+		// the client meets one bucket: 718 served, not about 4 × 720.
+		{"one worker takes every connection", func(local, _ *results.Run) {
+			local.OK, local.GoodputRPS = 718, 71.8
+		}, []string{task6CheckLeak}},
+		// Connections spread over two of the four workers only: 2 × 720.
+		{"two workers of four get the connections", func(local, _ *results.Run) {
+			local.OK, local.GoodputRPS = 1436, 143.6
+		}, []string{task6CheckLeak}},
+		// The script reads TIME's microseconds as milliseconds: (now − ts)
+		// × rate / 1000 refills a thousand times too fast, so every request
+		// passes the limiter and the four workers serve what their slots
+		// allow, 4 × 80/s: 3,150 of 4,000 in 10 s.
+		{"microseconds read as milliseconds", func(_, shared *results.Run) {
+			shared.OK, shared.GoodputRPS = 3150, 315
+		}, []string{task6CheckBound}},
+		// The Go side puts the worker's process id in the key: four
+		// buckets in Redis, one per worker, which is Break It 1 again.
+		{"a key per worker", func(_, shared *results.Run) {
+			shared.OK, shared.GoodputRPS = 2740, 274
+		}, []string{task6CheckBound}},
+		// Lost updates: a read and a write in separate calls let two
+		// workers spend the same token, here 9 times.
+		{"a few tokens spent twice", func(_, shared *results.Run) {
+			shared.OK, shared.GoodputRPS = 729, 72.9
+		}, []string{task6CheckBound}},
+		// The script reads the microseconds as nanoseconds: it refills a
+		// thousand times too slowly, 0.07 tokens a second, so the client
+		// gets the burst and nothing after: 20.
+		{"microseconds read as nanoseconds", func(_, shared *results.Run) {
+			shared.OK, shared.GoodputRPS = 20, 2
+		}, []string{task6CheckShare}},
+		// A refusal writes ts = now (task 3's forget-elapsed in Lua): at
+		// 400/s a request comes every 2.5 ms with 0.175 of a token, which
+		// each refusal throws away, so after the burst almost nothing
+		// passes: 24.
+		{"a refusal writes the time", func(_, shared *results.Run) {
+			shared.OK, shared.GoodputRPS = 24, 2.4
+		}, []string{task6CheckShare}},
+		// A refill 6% short (66/s where 70/s is asked): 20 + 66 × 10 =
+		// 680, under the floor of 684 (95% of the bound).
+		{"a bucket that refills at 66/s", func(_, shared *results.Run) {
+			shared.OK, shared.GoodputRPS = 680, 68
+		}, []string{task6CheckShare}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			local, shared := measuredTask6()
+			tt.floods(local, shared)
+			g := &grading{task: task6Task(t), doc: &results.Document{}}
+			checkTask6(g, local, shared, 720, 10*time.Second, redisSeen{}, goodKeys())
+			require.Len(t, g.doc.Checks, len(task6Planned()))
+			for _, c := range g.doc.Checks {
+				want := results.StatusPass
+				if slices.Contains(tt.fail, c.Name) {
+					want = results.StatusFail
+					shownFailing(t, "task6", c)
+				}
+				assert.Equal(t, want, c.Status, "%s: %s", c.Name, c.Message)
+			}
+		})
 	}
 }

@@ -640,28 +640,36 @@ func (s *suite) matchesModelPerKey(t *testing.T) {
 
 func (s *suite) concurrentPerKey(t *testing.T) {
 	// Every goroutine cycles over the same keys with no time passing: each
-	// key must admit exactly burst calls.
+	// key must admit exactly burst calls. As for one bucket, lost updates
+	// show only when goroutines overlap, which on a busy machine with two
+	// cores may take several rounds: sixteen of them.
 	const (
+		rounds     = 16
 		goroutines = 4
 		calls      = 8000
 	)
 	rng := suitekit.Rand(t)
-	keys := randomKeys(rng, 2+rng.IntN(7))
-	burst := goroutines * calls / len(keys) / 2
-	x := s.keyed(t, math.Ldexp(1, rng.IntN(9)-4), float64(burst)) // exact in any unit, as above
-	admitted := make([]atomic.Int64, len(keys))
-	suitekit.Hammer(t, goroutines, "TryTake", func(int) {
-		for i := range calls {
-			if ok, _ := x.k.TryTake(keys[i%len(keys)], 1); ok {
-				admitted[i%len(keys)].Add(1)
+	for round := range rounds {
+		keys := randomKeys(rng, 2+rng.IntN(7))
+		burst := goroutines * calls / len(keys) / 2
+		x := s.keyed(t, math.Ldexp(1, rng.IntN(9)-4), float64(burst)) // exact in any unit, as above
+		admitted := make([]atomic.Int64, len(keys))
+		suitekit.Hammer(t, goroutines, "TryTake", func(int) {
+			for i := range calls {
+				if ok, _ := x.k.TryTake(keys[i%len(keys)], 1); ok {
+					admitted[i%len(keys)].Add(1)
+				}
+			}
+		})
+		for k := range admitted {
+			if got := admitted[k].Load(); got != int64(burst) {
+				t.Errorf("round %d: %d goroutines × %d calls with no time passing admitted %d for key %q; want exactly burst=%d\n"+
+					"the limiter must serialise access to the buckets (a mutex around the map and the bucket)",
+					round, goroutines, calls/len(keys), got, keys[k], burst)
 			}
 		}
-	})
-	for k := range admitted {
-		if got := admitted[k].Load(); got != int64(burst) {
-			t.Errorf("%d goroutines × %d calls with no time passing admitted %d for key %q; want exactly burst=%d\n"+
-				"the limiter must serialise access to the buckets (a mutex around the map and the bucket)",
-				goroutines, calls/len(keys), got, keys[k], burst)
+		if t.Failed() {
+			return
 		}
 	}
 }
