@@ -29,7 +29,10 @@ const (
 	// the bucket in front of shedding admits (719 at 100/s, 718 at 240/s in
 	// 10 s: the last tokens drip in after the last request, and the shedder
 	// may refuse one when the line is briefly full). 20 below that leaves
-	// room for a slow machine; a bucket refilling at 68/s would miss it.
+	// room for a slow machine. It catches a bucket 3/s slow (67/s admits
+	// 20 + 670 = 690 in 10 s) or one that forgets its refill, but not one
+	// 2/s slow (700) or one that starts empty (700): the unit checks catch
+	// those exactly.
 	task3OKBelow = 20
 	// The interactive client at 10/s has its own bucket, and the backfill
 	// client's is capped at 70/s, so together they fit the capacity of 80.
