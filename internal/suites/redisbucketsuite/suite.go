@@ -1176,6 +1176,15 @@ func (s *suite) failOpen(e *env) {
 		phase       = 300 * time.Millisecond
 		slowest     = time.Second // far above the 200ms timeouts, for slow CI
 		comeBack    = 4 * time.Second
+		// While Redis hangs, a call that tries it waits out the client's
+		// timeout; the contract allows one such call per back-off
+		// (DefaultBackoff, 500ms). Over hangFor that is about 3 (a call
+		// that times out, then 500ms of local answers); with no back-off
+		// every call times out, about 10.
+		hangFor    = 2 * time.Second
+		slowCall   = 100 * time.Millisecond
+		backoff    = 500 * time.Millisecond
+		mostSlowed = int(hangFor/backoff) + 2
 	)
 	p := startProxy(e.t, e.options().Addr)
 	logs := &logRecorder{}
@@ -1197,11 +1206,18 @@ func (s *suite) failOpen(e *env) {
 	var calls, admitted int64
 	for _, mode := range []proxyMode{refuse, hang} {
 		p.set(mode)
-		for end := time.Now().Add(phase); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		length, slowed := phase, 0
+		if mode == hang {
+			length = hangFor
+		}
+		for end := time.Now().Add(length); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 			began := time.Now()
 			ok, wait, err := x.try(context.Background(), "k", 1)
 			took := time.Since(began)
 			calls++
+			if took >= slowCall {
+				slowed++
+			}
 			if took > slowest {
 				e.t.Fatalf("with Redis %s, TryTakeCtx took %v; want under %v: give up on Redis quickly (short timeouts) and do not try it on every call while it fails",
 					mode, took.Round(time.Millisecond), slowest)
@@ -1214,6 +1230,10 @@ func (s *suite) failOpen(e *env) {
 			} else if wait <= 0 {
 				e.t.Fatalf("with Redis %s, TryTakeCtx = (false, %v, %v); want a positive wait from the local bucket", mode, wait, err)
 			}
+		}
+		if mode == hang && slowed > mostSlowed {
+			e.t.Fatalf("with Redis hanging for %v, %d calls waited %v or more for it; want at most %d: after a failure, answer locally for the back-off (%v) before trying Redis again, one timeout per back-off, not one per call",
+				hangFor, slowed, slowCall, mostSlowed, backoff)
 		}
 		if got := x.failOpen(); got != calls {
 			e.t.Fatalf("with Redis %s, FailOpen() = %d after %d calls answered locally; want %d: count every decision made without Redis", mode, got, calls, calls)
