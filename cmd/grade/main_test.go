@@ -367,7 +367,9 @@ func TestInterruptedTaskWritesPartialResults(t *testing.T) {
 	doc, err := results.Decode(f)
 	require.NoError(t, err)
 	assert.True(t, doc.Interrupted)
-	assert.Equal(t, results.StatusFail, doc.Status)
+	// At best a fail; an error when a busy machine made a flood unreliable
+	// before the interruption.
+	assert.Contains(t, []results.Status{results.StatusFail, results.StatusError}, doc.Status)
 	require.NotEmpty(t, doc.Runs)
 	assert.True(t, doc.Runs[0].Interrupted)
 	// The score stands against the full maximum: every check that did not
