@@ -84,7 +84,7 @@ var tasks = []Task{
 				{"the exact wait", []string{"TokenBucket/ExactWait"}, 2},
 				{"a refused call changes nothing", []string{"TokenBucket/DenialLeavesStateUntouched"}, 2},
 				{"more than burst never succeeds; fractions and zero", []string{"TokenBucket/MoreThanBurstNeverSucceeds", "TokenBucket/FractionalTokens", "TokenBucket/ZeroOrNegativeTakesNothing"}, 1},
-				{"rate 0 never refills; negative or NaN settings are refused", []string{"TokenBucket/RateZeroNeverRefills", "TokenBucket/RejectsNegativeOrNaN", "KeyedLimiter/RateZeroNeverRefills", "KeyedLimiter/RejectsNegativeOrNaN"}, 1},
+				{"rate 0 never refills; negative or NaN settings are refused; the zero value admits nothing", []string{"TokenBucket/RateZeroNeverRefills", "TokenBucket/RejectsNegativeOrNaN", "TokenBucket/ZeroValueAdmitsNothing", "KeyedLimiter/RateZeroNeverRefills", "KeyedLimiter/RejectsNegativeOrNaN", "KeyedLimiter/ZeroValueAdmitsNothing"}, 1},
 				{"safe for concurrent use", []string{"TokenBucket/ConcurrentNeverExceedsBurst", "TokenBucket/ConcurrentRefillBound"}, 2},
 				{"matches an exact model over thousands of random calls", []string{"TokenBucket/MatchesModel"}, 2},
 				{"one independent bucket per key", []string{"KeyedLimiter/KeysAreIndependent", "KeyedLimiter/MatchesModelPerKey", "KeyedLimiter/FullBucketComesBackFull", "KeyedLimiter/PartialBucketSurvivesFlood"}, 2},

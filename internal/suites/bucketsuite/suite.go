@@ -53,7 +53,14 @@ type Keyed interface {
 // newBucket and newKeyed are the package's constructors; rate is in tokens per
 // second and burst in tokens.
 func Run(t *testing.T, newBucket func(rate, burst float64) Bucket, newKeyed func(rate, burst float64) Keyed) {
-	s := &suite{newBucket: newBucket, newKeyed: newKeyed}
+	RunWithZero(t, newBucket, newKeyed, nil, nil)
+}
+
+// RunWithZero is Run that also checks the zero values, which zeroBucket and
+// zeroKeyed return (new(TokenBucket), new(KeyedLimiter)): each promises to
+// admit nothing. With nil ones those subtests fail, saying so.
+func RunWithZero(t *testing.T, newBucket func(rate, burst float64) Bucket, newKeyed func(rate, burst float64) Keyed, zeroBucket func() Bucket, zeroKeyed func() Keyed) {
+	s := &suite{newBucket: newBucket, newKeyed: newKeyed, zeroBucket: zeroBucket, zeroKeyed: zeroKeyed}
 	group(t, "TokenBucket", []check{
 		{name: "StartsFull", f: s.startsFull},
 		{name: "RefillsAtRate", f: s.refillsAtRate},
@@ -65,6 +72,7 @@ func Run(t *testing.T, newBucket func(rate, burst float64) Bucket, newKeyed func
 		{name: "ZeroOrNegativeTakesNothing", f: s.zeroOrNegative},
 		{name: "RateZeroNeverRefills", f: s.rateZero},
 		{name: "RejectsNegativeOrNaN", f: s.rejectsInvalid},
+		{name: "ZeroValueAdmitsNothing", f: s.zeroBucketAdmitsNothing},
 		{name: "ConcurrentNeverExceedsBurst", f: s.concurrentNeverExceedsBurst},
 		{name: "ConcurrentRefillBound", f: s.concurrentRefillBound},
 		{name: "MatchesModel", f: s.matchesModel},
@@ -77,6 +85,7 @@ func Run(t *testing.T, newBucket func(rate, burst float64) Bucket, newKeyed func
 		{name: "FullBucketComesBackFull", f: s.fullBucketComesBackFull},
 		{name: "RateZeroNeverRefills", f: s.keyedRateZero},
 		{name: "RejectsNegativeOrNaN", f: s.keyedRejectsInvalid},
+		{name: "ZeroValueAdmitsNothing", f: s.zeroKeyedAdmitsNothing},
 		{name: "PartialBucketSurvivesFlood", f: s.partialBucketSurvivesFlood},
 		{name: "MemoryBoundedUnderKeyFlood", f: s.memoryBounded},
 		{name: "MemoryBoundedOnRealClock", f: s.memoryBoundedRealClock, realClock: true},
@@ -109,8 +118,10 @@ func group(t *testing.T, name string, checks []check) {
 }
 
 type suite struct {
-	newBucket func(rate, burst float64) Bucket
-	newKeyed  func(rate, burst float64) Keyed
+	newBucket  func(rate, burst float64) Bucket
+	newKeyed   func(rate, burst float64) Keyed
+	zeroBucket func() Bucket // nil: not given
+	zeroKeyed  func() Keyed
 }
 
 // --- Calling the code under test ---
@@ -704,4 +715,39 @@ func (s *suite) partialBucketSurvivesFlood(t *testing.T) {
 	x.expect("partial", 3, false, 500*time.Millisecond,
 		"after a flood of 10000 other keys the key still holds 1 + 1.5s×1/s = 2.5 tokens: only full buckets may be dropped")
 	x.expect("partial", 2.5, true, 0, "the key holds 2.5 tokens")
+}
+
+// zeroBucketAdmitsNothing holds the zero TokenBucket to its doc comment: its
+// rate and burst are 0, so it admits nothing, at once or later.
+func (s *suite) zeroBucketAdmitsNothing(t *testing.T) {
+	if s.zeroBucket == nil {
+		t.Fatal("the test file gives the suite no zero TokenBucket: restore the package's frozen test file")
+	}
+	rng := suitekit.Rand(t)
+	x := &bucket{t: t, b: s.zeroBucket(), start: time.Now()}
+	for range 20 {
+		n := []float64{1, 0.5, 1e-9, 1 + 100*rng.Float64()}[rng.IntN(4)]
+		x.expect(n, false, lab.InfDuration, "the zero TokenBucket admits nothing (rate and burst 0): a token that never comes is lab.InfDuration away")
+		time.Sleep(time.Duration(rng.Int64N(int64(1000 * time.Hour))))
+	}
+	x.expect(0, true, 0, "n ≤ 0 always succeeds, on the zero value too")
+}
+
+// zeroKeyedAdmitsNothing holds the zero KeyedLimiter to its doc comment: it
+// admits nothing for any key, and does not panic (a nil map, say).
+func (s *suite) zeroKeyedAdmitsNothing(t *testing.T) {
+	if s.zeroKeyed == nil {
+		t.Fatal("the test file gives the suite no zero KeyedLimiter: restore the package's frozen test file")
+	}
+	rng := suitekit.Rand(t)
+	x := &keyed{t: t, k: s.zeroKeyed(), start: time.Now()}
+	for i := range 20 {
+		key := fmt.Sprintf("client-%d", rng.IntN(5))
+		n := []float64{1, 0.5, 1e-9, 1 + 100*rng.Float64()}[rng.IntN(4)]
+		if ok, wait := x.take(key, n); ok || wait != lab.InfDuration {
+			t.Fatalf("call %d at t=%v: TryTake(%q, %v) = (%v, %v) on the zero KeyedLimiter; want (false, lab.InfDuration): the zero value admits nothing",
+				i, time.Since(x.start), key, n, ok, wait)
+		}
+		time.Sleep(time.Duration(rng.Int64N(int64(1000 * time.Hour))))
+	}
 }
