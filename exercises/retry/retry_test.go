@@ -27,6 +27,7 @@ func TestRetry(t *testing.T) {
 			return CallWithRetries(ctx, c, req, opts)
 		},
 		NewRetryBudget:     func(ratio float64) retrysuite.Budget { return NewRetryBudget(ratio) },
+		ZeroBudget:         func() retrysuite.Budget { return new(RetryBudget) },
 		ErrGaveUp:          ErrGaveUp,
 		ErrBudgetExhausted: ErrBudgetExhausted,
 		StatusCode: func(err error) (int, bool) {

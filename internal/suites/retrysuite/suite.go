@@ -108,6 +108,8 @@ type Impl struct {
 	CallWithRetries func(ctx context.Context, c *http.Client, req *http.Request, opts Options) (*http.Response, error)
 	// NewRetryBudget is the package's NewRetryBudget.
 	NewRetryBudget func(ratio float64) Budget
+	// ZeroBudget returns a new zero RetryBudget (new(RetryBudget)).
+	ZeroBudget func() Budget
 	// ErrGaveUp and ErrBudgetExhausted are the package's sentinel errors.
 	ErrGaveUp, ErrBudgetExhausted error
 	// StatusCode returns the status code of the *StatusError in err's
@@ -121,7 +123,7 @@ const budgetBurst = 10
 
 // Run runs every check of task 4 as subtests of t.
 func Run(t *testing.T, impl Impl) {
-	if impl.BackoffDelay == nil || impl.CallWithRetries == nil || impl.NewRetryBudget == nil ||
+	if impl.BackoffDelay == nil || impl.CallWithRetries == nil || impl.NewRetryBudget == nil || impl.ZeroBudget == nil ||
 		impl.ErrGaveUp == nil || impl.ErrBudgetExhausted == nil || impl.StatusCode == nil {
 		t.Fatalf("retrysuite.Run: Impl has a nil field (%+v); want all of them set", impl)
 	}
@@ -310,6 +312,16 @@ const hangLimit = time.Hour
 
 var errHungAttempt = errors.New("retrysuite: the attempt hung for an hour: its context was never done")
 
+// statusLine is the status line the scripted server answers code with:
+// net/http's text where it has one, else a reason phrase of the server's
+// own, as Anthropic's API answers "529 Overloaded".
+func statusLine(code int) string {
+	if text := http.StatusText(code); text != "" {
+		return fmt.Sprintf("%d %s", code, text)
+	}
+	return fmt.Sprintf("%d Overloaded", code)
+}
+
 // server is an http.RoundTripper that answers attempt i with replies[i],
 // the last reply repeating for ever, and records everything it sees. It is
 // safe for concurrent use.
@@ -397,7 +409,7 @@ func (s *server) RoundTrip(req *http.Request) (*http.Response, error) {
 	s.attempts[n].resp = b
 	s.mu.Unlock()
 	return &http.Response{
-		Status:     fmt.Sprintf("%d %s", r.status, http.StatusText(r.status)),
+		Status:     statusLine(r.status),
 		StatusCode: r.status,
 		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header:        h,
@@ -880,12 +892,36 @@ func (s *suite) onAttemptCalled(t *testing.T) {
 }
 
 func (s *suite) budgetLimitsRetries(t *testing.T) {
-	// The budget on its own.
-	b := s.budget(t, 0.1)
-	if got := countRetries(t, b, 1000); got > budgetBurst {
-		t.Errorf("a new NewRetryBudget(0.1) allowed %d retries without any first attempt; want at most BudgetBurst = %d", got, budgetBurst)
+	// The zero value allows no retries, however many first attempts it saw.
+	{
+		rng := suitekit.Rand(t)
+		b := s.impl.ZeroBudget()
+		firsts := rng.IntN(1000)
+		var retried bool
+		if r, stack := suitekit.Catch(func() {
+			for range firsts {
+				b.OnFirstAttempt()
+			}
+			retried = b.TryRetry()
+		}); r != nil {
+			t.Fatal(suitekit.PanicReport(fmt.Sprintf("%d OnFirstAttempt() then TryRetry() on the zero RetryBudget", firsts), r, stack))
+		}
+		if retried {
+			t.Fatalf("the zero RetryBudget allowed a retry after %d first attempts; want none: its doc comment promises that the zero value allows no retries", firsts)
+		}
 	}
-	b = s.budget(t, 0.1)
+	// The budget on its own.
+	// A new budget starts full: exactly BudgetBurst whole retries, whatever
+	// its ratio, before any first attempt has deposited anything.
+	rng := suitekit.Rand(t)
+	for _, ratio := range []float64{0, 0.1, float64(rng.IntN(30_001)) / 1000, math.Inf(1)} {
+		b := s.budget(t, ratio)
+		if got := countRetries(t, b, 1000); got != budgetBurst {
+			t.Errorf("a new NewRetryBudget(%v) allowed %d retries in a row without any first attempt; want exactly BudgetBurst = %d\n"+
+				"a budget starts full, holding BudgetBurst whole retries, and TryRetry allows one while a whole one is there", ratio, got, budgetBurst)
+		}
+	}
+	b := s.budget(t, 0.1)
 	for range 10000 {
 		deposit(t, b)
 	}
