@@ -78,12 +78,13 @@ func TestTask1ChecksPassOnMeasuredCollapse(t *testing.T) {
 }
 
 func TestTask1ChecksFail(t *testing.T) {
-	tests := []struct {
+	type task1Case struct {
 		name   string
 		change func([]*results.Run)
 		fails  string
 		status results.Status
-	}{
+	}
+	tests := []task1Case{
 		{"a server that never collapses", func(r []*results.Run) { r[1].OK, r[1].GoodputRPS = 1200, 120 },
 			"120/s: successes match the model", results.StatusFail},
 		{"one request lost at capacity", func(r []*results.Run) { r[0].OK = 799 },
@@ -120,20 +121,10 @@ func TestTask1ChecksFail(t *testing.T) {
 	// more than the lesson's 8 (about 9/8 of the successes).
 	for i, row := range []string{"120/s", "160/s", "240/s"} {
 		tests = append(tests,
-			struct {
-				name   string
-				change func([]*results.Run)
-				fails  string
-				status results.Status
-			}{"a server that cancels abandoned work, " + row, func(r []*results.Run) {
+			task1Case{"a server that cancels abandoned work, " + row, func(r []*results.Run) {
 				r[i+1].ServerAfterFlood.Waiting, r[i+1].ServerFinal.Dead = 0, 0
 			}, row + ": the server keeps working for nobody", results.StatusFail},
-			struct {
-				name   string
-				change func([]*results.Run)
-				fails  string
-				status results.Status
-			}{"nine slots, " + row, func(r []*results.Run) {
+			task1Case{"nine slots, " + row, func(r []*results.Run) {
 				r[i+1].OK = r[i+1].OK * 9 / 8
 			}, row + ": successes match the model", results.StatusFail},
 		)
