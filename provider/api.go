@@ -2,8 +2,13 @@
 // faithful in the parts that decide whether a batch job finishes: the
 // request and response JSON, per-key rate limits on requests, input tokens
 // and output tokens kept as token buckets, the rate-limit headers on every
-// response, retry-after on 429, the error bodies (429, 529, 400 and the
-// spend-limit 429), prompt caching and the count_tokens endpoint.
+// response, retry-after and x-should-retry on 429, the error bodies (429,
+// 529, 400 and the spend-limit 429), prompt caching (per block or top-level,
+// with 5-minute and 1-hour TTLs), the count_tokens endpoint, and the headers
+// a real client relies on: the key in x-api-key or Authorization: Bearer, a
+// required anthropic-version, a request-id on every answer. The official Go
+// SDK (anthropic-sdk-go v2) works against it unmodified; sdk_test.go proves
+// it.
 //
 // The model is not a model: a reply's length is a fixed function of the
 // request (see ReplyTokens), its text is filler, and producing it takes
@@ -38,9 +43,25 @@ import (
 
 // Names of the request and response headers the API uses.
 const (
-	HeaderAPIKey     = "x-api-key"   // the caller's API key; limits are per key
-	HeaderRequestID  = "request-id"  // on every response, such as req_000000000000002a
+	// HeaderAPIKey carries the caller's API key; limits are per key. The
+	// key may come instead as "Authorization: Bearer KEY", which is how the
+	// official Go SDK v2 sends it (anthropic-sdk-go/v2 option/requestoption.go,
+	// WithAPIKey).
+	HeaderAPIKey        = "x-api-key"
+	HeaderAuthorization = "authorization" // "Bearer KEY", the other way to send the key
+	// HeaderVersion is required on every request to the API; without it the
+	// answer is 400 invalid_request_error, as Anthropic's. Any value is
+	// accepted (the Go SDK v2.15.0 sends 2026-10-21, task 5's client
+	// 2023-06-01).
+	HeaderVersion    = "anthropic-version"
+	HeaderRequestID  = "request-id"  // on every response, such as req_fake000000000000002a
 	HeaderRetryAfter = "retry-after" // on a rate-limit 429: whole seconds to wait
+	// HeaderShouldRetry tells a client whether to retry an error: "true" on
+	// a rate-limit 429, a 529 and a 500, "false" on the spend-limit 429,
+	// absent elsewhere. The official SDKs obey it over the status
+	// (anthropic-sdk-go/v2 internal/requestconfig/requestconfig.go,
+	// shouldRetry and retryHeader).
+	HeaderShouldRetry = "x-should-retry"
 
 	HeaderRequestsLimit     = "anthropic-ratelimit-requests-limit"     // requests per minute
 	HeaderRequestsRemaining = "anthropic-ratelimit-requests-remaining" // requests that would be admitted now
@@ -58,7 +79,7 @@ const (
 // Values of error.type in an error body, as Anthropic names them.
 const (
 	ErrorInvalidRequest  = "invalid_request_error" // 400: the request itself is wrong; do not retry
-	ErrorAuthentication  = "authentication_error"  // 401: no x-api-key
+	ErrorAuthentication  = "authentication_error"  // 401: no x-api-key nor Authorization: Bearer
 	ErrorNotFound        = "not_found_error"       // 404
 	ErrorRequestTooLarge = "request_too_large"     // 413
 	ErrorRateLimit       = "rate_limit_error"      // 429: a rate limit, or the spend limit
@@ -67,8 +88,9 @@ const (
 )
 
 // ErrorCodeSpendLimit is error.details.error_code of the 429 that says the
-// key reached its spend limit. That 429 has no retry-after: retrying cannot
-// help until the limit is raised.
+// key reached its spend limit. That 429 has no retry-after and carries
+// x-should-retry: false: retrying cannot help until the limit is raised, and
+// the official SDKs then do not retry it.
 const ErrorCodeSpendLimit = "enforced_spend_limit_reached"
 
 // StatusOverloaded is the status of an overloaded_error. It is not in
@@ -76,13 +98,28 @@ const ErrorCodeSpendLimit = "enforced_spend_limit_reached"
 const StatusOverloaded = 529
 
 // CacheControl marks the end of a prompt prefix to cache. Type is
-// "ephemeral", the only kind.
+// "ephemeral", the only kind. TTL is "5m" (the default, also when empty) or
+// "1h": how long the prefix lives after its last use (Config.CacheTTL and
+// Config.CacheTTL1h). As in the API, a 1h breakpoint may not come after a 5m
+// one.
 type CacheControl struct {
 	Type string `json:"type"`
+	TTL  string `json:"ttl,omitempty"`
 }
 
-// Ephemeral returns the cache_control marker of a cached prefix.
+// The values of CacheControl.TTL.
+const (
+	TTL5m = "5m"
+	TTL1h = "1h"
+)
+
+// Ephemeral returns the cache_control marker of a cached prefix, with the
+// default TTL of 5 minutes.
 func Ephemeral() *CacheControl { return &CacheControl{Type: "ephemeral"} }
+
+// Ephemeral1h returns the cache_control marker of a prefix cached for an
+// hour.
+func Ephemeral1h() *CacheControl { return &CacheControl{Type: "ephemeral", TTL: TTL1h} }
 
 // A TextBlock is one piece of text in a prompt or a reply. In a prompt,
 // CacheControl on a block makes everything up to and including it a prefix
@@ -133,6 +170,14 @@ type MessageParams struct {
 	MaxTokens int            `json:"max_tokens"` // the most output tokens the reply may have; at least 1
 	System    Blocks         `json:"system,omitempty"`
 	Messages  []MessageParam `json:"messages"`
+	// CacheControl, at the top level, is automatic prompt caching: it puts
+	// a breakpoint on the last block of the last message, as if that block
+	// carried it (unless it carries its own), and takes one of the four
+	// breakpoints. The Go SDK documents it on MessageNewParams.CacheControl
+	// (anthropic-sdk-go/v2 message.go: "Top-level cache control
+	// automatically applies a cache_control marker to the last cacheable
+	// block in the request").
+	CacheControl *CacheControl `json:"cache_control,omitempty"`
 }
 
 // Usage is what a request cost. InputTokens counts only the input that was
@@ -143,6 +188,17 @@ type Usage struct {
 	OutputTokens             int `json:"output_tokens"`
 	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+	// CacheCreation splits CacheCreationInputTokens by TTL; the API always
+	// sends it (anthropic-sdk-go/v2 message.go, Usage.CacheCreation).
+	CacheCreation CacheCreation `json:"cache_creation"`
+}
+
+// CacheCreation is usage.cache_creation: the tokens written to the cache
+// for five minutes and for an hour. They add up to
+// Usage.CacheCreationInputTokens.
+type CacheCreation struct {
+	Ephemeral5mInputTokens int `json:"ephemeral_5m_input_tokens"`
+	Ephemeral1hInputTokens int `json:"ephemeral_1h_input_tokens"`
 }
 
 // Message is the body of a 200 answer to POST /v1/messages.

@@ -31,6 +31,9 @@ const (
 	// DefaultCacheTTL is how long a cached prefix lives after its last use,
 	// Anthropic's default of five minutes.
 	DefaultCacheTTL = 5 * time.Minute
+	// DefaultCacheTTL1h is how long a prefix marked with a ttl of "1h"
+	// lives after its last use: an hour, as Anthropic's.
+	DefaultCacheTTL1h = time.Hour
 )
 
 // An Episode is a stretch of time, measured from the server's creation,
@@ -78,6 +81,9 @@ type Config struct {
 	// CacheTTL is how long a cached prefix lives after its last use
 	// (default 5 minutes).
 	CacheTTL time.Duration
+	// CacheTTL1h is how long a prefix written with cache_control
+	// {"ttl": "1h"} lives after its last use (default 1 hour).
+	CacheTTL1h time.Duration
 }
 
 // DefaultConfig returns the scaled limits described at DefaultRequestsPerMinute,
@@ -92,6 +98,7 @@ func DefaultConfig() Config {
 		PerTokenLatency:       DefaultPerTokenLatency,
 		CacheMinTokens:        DefaultCacheMinTokens,
 		CacheTTL:              DefaultCacheTTL,
+		CacheTTL1h:            DefaultCacheTTL1h,
 	}
 }
 
@@ -124,8 +131,8 @@ func (c Config) Validate() error {
 	if c.SpendLimit < 0 {
 		errs = append(errs, fmt.Errorf("spend limit %d: want 0 (none) or more", c.SpendLimit))
 	}
-	if c.CacheMinTokens < 0 || c.CacheTTL < 0 {
-		errs = append(errs, fmt.Errorf("cache minimum %d tokens, TTL %s: want 0 or more", c.CacheMinTokens, c.CacheTTL))
+	if c.CacheMinTokens < 0 || c.CacheTTL < 0 || c.CacheTTL1h < 0 {
+		errs = append(errs, fmt.Errorf("cache minimum %d tokens, TTLs %s and %s: want 0 or more", c.CacheMinTokens, c.CacheTTL, c.CacheTTL1h))
 	}
 	return errors.Join(errs...)
 }

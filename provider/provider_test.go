@@ -68,6 +68,7 @@ func postCtx(ctx context.Context, s *Server, key, path string, body any) *httpte
 		}
 	}
 	r := httptest.NewRequestWithContext(ctx, http.MethodPost, path, bytes.NewReader(raw))
+	r.Header.Set(HeaderVersion, "2023-06-01")
 	if key != "" {
 		r.Header.Set(HeaderAPIKey, key)
 	}
@@ -321,7 +322,8 @@ func TestCaching(t *testing.T) {
 		wg.Go(func() { a = decodeMessage(t, post(s, "k", "/v1/messages", cached("abcd"))) })
 		wg.Go(func() { b = decodeMessage(t, post(s, "k", "/v1/messages", cached("efgh"))) })
 		wg.Wait()
-		assert.Equal(t, Usage{InputTokens: 1, CacheCreationInputTokens: 2000, OutputTokens: a.Usage.OutputTokens}, a.Usage)
+		assert.Equal(t, Usage{InputTokens: 1, CacheCreationInputTokens: 2000, OutputTokens: a.Usage.OutputTokens,
+			CacheCreation: CacheCreation{Ephemeral5mInputTokens: 2000}}, a.Usage)
 		assert.Equal(t, 2000, b.Usage.CacheCreationInputTokens, "the cache is readable only once the writing reply is done")
 
 		m := decodeMessage(t, post(s, "k", "/v1/messages", cached("ijkl")))
@@ -395,6 +397,15 @@ func TestErrors(t *testing.T) {
 			{Type: "text", Text: "a", CacheControl: Ephemeral()}, {Type: "text", Text: "b", CacheControl: Ephemeral()},
 			{Type: "text", Text: "c", CacheControl: Ephemeral()}, {Type: "text", Text: "d", CacheControl: Ephemeral()},
 			{Type: "text", Text: "e", CacheControl: Ephemeral()}}}}}, "maximum of 4"},
+		{"four breakpoints and a top-level one", MessageParams{Model: "m", MaxTokens: 5, CacheControl: Ephemeral(), Messages: []MessageParam{{Role: "user", Content: Blocks{
+			{Type: "text", Text: "a", CacheControl: Ephemeral()}, {Type: "text", Text: "b", CacheControl: Ephemeral()},
+			{Type: "text", Text: "c", CacheControl: Ephemeral()}, {Type: "text", Text: "d", CacheControl: Ephemeral()},
+			Text("e")}}}}, "maximum of 4"},
+		{"unknown ttl", MessageParams{Model: "m", MaxTokens: 5, Messages: []MessageParam{{Role: "user", Content: Blocks{
+			{Type: "text", Text: "a", CacheControl: &CacheControl{Type: "ephemeral", TTL: "10m"}}}}}}, "ttl"},
+		{"1h after 5m", MessageParams{Model: "m", MaxTokens: 5, System: Blocks{{Type: "text", Text: "s", CacheControl: Ephemeral()}},
+			CacheControl: Ephemeral1h(), Messages: []MessageParam{{Role: "user", Content: Blocks{Text("a")}}}}, "must not come after"},
+		{"bad top-level cache_control", []byte(`{"model":"m","max_tokens":5,"cache_control":{"type":"persistent"},"messages":[{"role":"user","content":"x"}]}`), "cache_control"},
 	}
 	for _, tt := range tests {
 		w := post(s, "k", "/v1/messages", tt.body)
@@ -412,7 +423,9 @@ func TestErrors(t *testing.T) {
 	assert.Equal(t, int64(len(tests)), s.KeyStats("k").Invalid)
 	assert.Zero(t, s.KeyStats("k").Completed)
 
-	e := apiError(post(s, "", "/v1/messages", good))
+	w := post(s, "", "/v1/messages", good)
+	assert.Empty(t, w.Header().Get(HeaderShouldRetry), "a 401 leaves retrying to the status")
+	e := apiError(w)
 	assert.Equal(t, 401, e.StatusCode)
 	assert.Equal(t, ErrorAuthentication, e.Type)
 	e = apiError(post(s, "k", "/v1/complete", good))
@@ -550,6 +563,7 @@ func TestListen(t *testing.T) {
 	req, err := http.NewRequest(http.MethodPost, in.URL+"/v1/messages", bytes.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set(HeaderAPIKey, "k")
+	req.Header.Set(HeaderVersion, "2023-06-01")
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,7 +56,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/messages/count_tokens", s.handleCountTokens)
 	s.mux.HandleFunc("GET /stats", s.handleStats)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, s.newID("req"), http.StatusNotFound, ErrorNotFound, fmt.Sprintf("%s %s: no such endpoint", r.Method, r.URL.Path), "")
+		writeError(w, http.StatusNotFound, ErrorNotFound, fmt.Sprintf("%s %s: no such endpoint", r.Method, r.URL.Path), "")
 	})
 	return s, nil
 }
@@ -63,8 +64,14 @@ func New(cfg Config) (*Server, error) {
 // Config returns the server's settings.
 func (s *Server) Config() Config { return s.cfg }
 
-// ServeHTTP answers one request.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP answers one request. Every answer, an unknown path's 404
+// included, carries a request-id header, which the Go SDK copies into
+// Error.RequestID (anthropic-sdk-go/v2 internal/requestconfig/requestconfig.go,
+// apiError).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(HeaderRequestID, s.newID("req"))
+	s.mux.ServeHTTP(w, r)
+}
 
 // Close makes the replies being generated give up at once (their clients get
 // 500 api_error). It is idempotent. It does not stop a listener; see
@@ -105,12 +112,12 @@ func (s *Server) KeyStats(key string) results.APIKeyStats {
 type account struct {
 	mu                        sync.Mutex
 	requests, input, output   bucket
-	cache                     map[string]time.Time // prefix key → when it expires
-	admitted                  int                  // requests admitted, for the spend limit
+	cache                     map[string]cacheEntry // prefix key → its entry
+	admitted                  int                   // requests admitted, for the spend limit
 	stats                     results.APIKeyStats
 	requestsPM, inPM, outPM   float64 // the limits per minute, for the headers
 	cacheMin                  int
-	cacheTTL                  time.Duration
+	cacheTTL, cacheTTL1h      time.Duration
 	spendLimit                int
 	baseLatency, tokenLatency time.Duration
 }
@@ -127,18 +134,43 @@ func (s *Server) account(key string) *account {
 		requests:     newBucket(c.RequestsPerMinute, c.capacity(c.RequestsPerMinute), now),
 		input:        newBucket(c.InputTokensPerMinute, c.capacity(c.InputTokensPerMinute), now),
 		output:       newBucket(c.OutputTokensPerMinute, c.capacity(c.OutputTokensPerMinute), now),
-		cache:        make(map[string]time.Time),
+		cache:        make(map[string]cacheEntry),
 		requestsPM:   c.RequestsPerMinute,
 		inPM:         c.InputTokensPerMinute,
 		outPM:        c.OutputTokensPerMinute,
 		cacheMin:     c.CacheMinTokens,
 		cacheTTL:     c.CacheTTL,
+		cacheTTL1h:   c.CacheTTL1h,
 		spendLimit:   c.SpendLimit,
 		baseLatency:  c.BaseLatency,
 		tokenLatency: c.PerTokenLatency,
 	}
 	s.keys[key] = a
 	return a
+}
+
+// cacheEntry is one cached prefix.
+type cacheEntry struct {
+	expires time.Time
+	ttl     time.Duration // how far each use pushes expires
+}
+
+// ttl is how long a prefix written with the TTL name lives.
+func (a *account) ttl(name string) time.Duration {
+	if name == TTL1h {
+		return a.cacheTTL1h
+	}
+	return a.cacheTTL
+}
+
+// store caches a prefix for ttl from now, keeping a longer life it has.
+func (a *account) store(key string, now time.Time, ttl time.Duration) {
+	e := a.cache[key]
+	e.ttl = max(e.ttl, ttl)
+	if exp := now.Add(ttl); exp.After(e.expires) {
+		e.expires = exp
+	}
+	a.cache[key] = e
 }
 
 // bucket is a token bucket that may go into debt: a request is admitted
@@ -232,25 +264,35 @@ func (a *account) admit(now time.Time, p MessageParams) admission {
 		return admission{spend: true}
 	}
 
-	// Caching: the longest marked prefix still cached is read for free; the
-	// last marked prefix, if longer and big enough, is written (and charged)
-	// and becomes readable once this reply is done.
+	// Caching: the longest prefix still cached that ends at a breakpoint,
+	// or at one of the blocks just before one, is read for free; the last
+	// marked prefix, if longer and big enough, is written (and charged) and
+	// becomes readable once this reply is done. Tokens written up to the
+	// last 1h breakpoint are written for an hour, the rest for 5 minutes.
 	bps := breakpoints(p)
 	read := 0
 	var readKey string
-	for i := len(bps) - 1; i >= 0; i-- {
-		if exp, ok := a.cache[bps[i].key]; ok && now.Before(exp) {
-			read, readKey = bps[i].tokens, bps[i].key
-			break
+	hit := func(c prefix) {
+		if e, ok := a.cache[c.key]; ok && now.Before(e.expires) && c.tokens > read {
+			read, readKey = c.tokens, c.key
 		}
 	}
-	creation := 0
+	for _, bp := range bps {
+		hit(prefix{key: bp.key, tokens: bp.tokens})
+		for _, c := range bp.lookback {
+			hit(c)
+		}
+	}
+	creation, creation1h := 0, 0
 	var writes []breakpoint
 	if n := len(bps); n > 0 && bps[n-1].tokens > read && bps[n-1].tokens >= a.cacheMin {
 		creation = bps[n-1].tokens - read
 		for _, bp := range bps {
 			if bp.tokens > read && bp.tokens >= a.cacheMin {
 				writes = append(writes, bp)
+				if bp.ttl == TTL1h {
+					creation1h = bp.tokens - read
+				}
 			}
 		}
 	}
@@ -285,9 +327,12 @@ func (a *account) admit(now time.Time, p MessageParams) admission {
 	a.output.give(-float64(p.MaxTokens))
 	a.admitted++
 	if readKey != "" {
-		a.cache[readKey] = now.Add(a.cacheTTL)
+		a.store(readKey, now, a.cache[readKey].ttl)
 	}
-	adm.usage = Usage{InputTokens: total - read - creation, CacheCreationInputTokens: creation, CacheReadInputTokens: read}
+	adm.usage = Usage{
+		InputTokens: total - read - creation, CacheCreationInputTokens: creation, CacheReadInputTokens: read,
+		CacheCreation: CacheCreation{Ephemeral5mInputTokens: creation - creation1h, Ephemeral1hInputTokens: creation1h},
+	}
 	adm.writes = writes
 	a.stats.InputTokens += int64(adm.usage.InputTokens)
 	a.stats.CacheCreationInputTokens += int64(creation)
@@ -311,14 +356,14 @@ func (a *account) finish(now time.Time, maxTokens, out int, completed bool, writ
 	}
 	a.stats.Completed++
 	if len(a.cache) > 256 {
-		for k, exp := range a.cache {
-			if !now.Before(exp) {
+		for k, e := range a.cache {
+			if !now.Before(e.expires) {
 				delete(a.cache, k)
 			}
 		}
 	}
 	for _, bp := range writes {
-		a.cache[bp.key] = now.Add(a.cacheTTL)
+		a.store(bp.key, now, a.ttl(bp.ttl))
 	}
 }
 
@@ -339,12 +384,32 @@ func (s *Server) newID(prefix string) string {
 // maxBody is the largest request body accepted.
 const maxBody = 8 << 20
 
-func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
-	id := s.newID("req")
-	w.Header().Set(HeaderRequestID, id)
+// caller returns the API key of r, from x-api-key or Authorization: Bearer,
+// after checking that r has one and an anthropic-version header. Otherwise
+// it answers r (401 or 400) and returns "".
+func caller(w http.ResponseWriter, r *http.Request) string {
 	key := r.Header.Get(HeaderAPIKey)
 	if key == "" {
-		writeError(w, id, http.StatusUnauthorized, ErrorAuthentication, "x-api-key header is required", "")
+		// The Go SDK v2's option.WithAPIKey sends "authorization: Bearer
+		// KEY" (anthropic-sdk-go/v2 option/requestoption.go).
+		if auth, ok := strings.CutPrefix(r.Header.Get(HeaderAuthorization), "Bearer "); ok {
+			key = strings.TrimSpace(auth)
+		}
+	}
+	if key == "" {
+		writeError(w, http.StatusUnauthorized, ErrorAuthentication, "x-api-key header is required", "")
+		return ""
+	}
+	if r.Header.Get(HeaderVersion) == "" {
+		writeError(w, http.StatusBadRequest, ErrorInvalidRequest, "anthropic-version: header is required", "")
+		return ""
+	}
+	return key
+}
+
+func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
+	key := caller(w, r)
+	if key == "" {
 		return
 	}
 	a := s.account(key)
@@ -362,7 +427,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		if status == http.StatusRequestEntityTooLarge {
 			typ = ErrorRequestTooLarge
 		}
-		writeError(w, id, status, typ, msg, "")
+		writeError(w, status, typ, msg, "")
 		return
 	}
 
@@ -372,7 +437,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		a.stats.Overloaded++
 		a.setHeaders(w.Header(), now)
 		a.mu.Unlock()
-		writeError(w, id, StatusOverloaded, ErrorOverloaded, "Overloaded", "")
+		writeError(w, StatusOverloaded, ErrorOverloaded, "Overloaded", "")
 		return
 	}
 
@@ -382,12 +447,12 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		a.setHeaders(w.Header(), now)
 		a.mu.Unlock()
 		if adm.spend {
-			writeError(w, id, http.StatusTooManyRequests, ErrorRateLimit,
+			writeError(w, http.StatusTooManyRequests, ErrorRateLimit,
 				"This request would exceed your API key's spend limit. Raise the limit or wait for it to reset; retrying will not help.", ErrorCodeSpendLimit)
 			return
 		}
 		w.Header().Set(HeaderRetryAfter, strconv.FormatInt(int64(math.Ceil(adm.wait.Seconds())), 10))
-		writeError(w, id, http.StatusTooManyRequests, ErrorRateLimit, fmt.Sprintf(
+		writeError(w, http.StatusTooManyRequests, ErrorRateLimit, fmt.Sprintf(
 			"This request would exceed your rate limit for %s per minute. The limit is a token bucket that refills continuously; slow down, or retry after %s.",
 			adm.limitedBy, adm.wait.Round(time.Millisecond)), "")
 		return
@@ -406,7 +471,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	case <-s.closing:
 		s.abandon(a, now, p.MaxTokens, out)
-		writeError(w, id, http.StatusInternalServerError, ErrorAPI, "the server is shutting down", "")
+		writeError(w, http.StatusInternalServerError, ErrorAPI, "the server is shutting down", "")
 		return
 	}
 
@@ -442,11 +507,8 @@ func (s *Server) abandon(a *account, started time.Time, maxTokens, out int) {
 }
 
 func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
-	id := s.newID("req")
-	w.Header().Set(HeaderRequestID, id)
-	key := r.Header.Get(HeaderAPIKey)
+	key := caller(w, r)
 	if key == "" {
-		writeError(w, id, http.StatusUnauthorized, ErrorAuthentication, "x-api-key header is required", "")
 		return
 	}
 	a := s.account(key)
@@ -459,7 +521,7 @@ func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 		if status == http.StatusRequestEntityTooLarge {
 			typ = ErrorRequestTooLarge
 		}
-		writeError(w, id, status, typ, msg, "")
+		writeError(w, status, typ, msg, "")
 		return
 	}
 	writeJSON(w, http.StatusOK, TokenCount{InputTokens: CountTokens(p)})
@@ -514,23 +576,45 @@ func check(p MessageParams, stream, needMaxTokens bool) string {
 		return "messages: at least one message is required"
 	}
 	marks := 0
-	checkBlock := func(where string, b TextBlock) string {
+	seen5m := false
+	checkTTL := func(where string, cc *CacheControl) string {
+		if cc.Type != "ephemeral" {
+			return fmt.Sprintf("%s.cache_control.type: want \"ephemeral\", got %q", where, cc.Type)
+		}
+		switch cc.TTL {
+		case "", TTL5m:
+			seen5m = true
+		case TTL1h:
+			if seen5m {
+				return fmt.Sprintf("%s.cache_control.ttl: a ttl of \"1h\" must not come after one of \"5m\"", where)
+			}
+		default:
+			return fmt.Sprintf("%s.cache_control.ttl: want \"5m\" or \"1h\", got %q", where, cc.TTL)
+		}
+		return ""
+	}
+	if p.CacheControl != nil {
+		if p.CacheControl.Type != "ephemeral" || (p.CacheControl.TTL != "" && p.CacheControl.TTL != TTL5m && p.CacheControl.TTL != TTL1h) {
+			return fmt.Sprintf("cache_control: want {\"type\": \"ephemeral\"} with a ttl of \"5m\" or \"1h\", got %+v", *p.CacheControl)
+		}
+	}
+	checkBlock := func(where string, b TextBlock, last bool) string {
 		if b.Type != "text" {
 			return fmt.Sprintf("%s.type: want \"text\", got %q (this fake takes text only)", where, b.Type)
 		}
 		if b.Text == "" {
 			return where + ".text: text content blocks must be non-empty"
 		}
-		if b.CacheControl != nil {
+		if cc := marked(p, b, last); cc != nil {
 			marks++
-			if b.CacheControl.Type != "ephemeral" {
-				return fmt.Sprintf("%s.cache_control.type: want \"ephemeral\", got %q", where, b.CacheControl.Type)
+			if msg := checkTTL(where, cc); msg != "" {
+				return msg
 			}
 		}
 		return ""
 	}
 	for i, b := range p.System {
-		if msg := checkBlock(fmt.Sprintf("system.%d", i), b); msg != "" {
+		if msg := checkBlock(fmt.Sprintf("system.%d", i), b, false); msg != "" {
 			return msg
 		}
 	}
@@ -542,7 +626,7 @@ func check(p MessageParams, stream, needMaxTokens bool) string {
 			return fmt.Sprintf("messages.%d.content: must not be empty", i)
 		}
 		for j, b := range m.Content {
-			if msg := checkBlock(fmt.Sprintf("messages.%d.content.%d", i, j), b); msg != "" {
+			if msg := checkBlock(fmt.Sprintf("messages.%d.content.%d", i, j), b, i == len(p.Messages)-1 && j == len(m.Content)-1); msg != "" {
 				return msg
 			}
 		}
@@ -559,8 +643,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v) // the client may have gone; nothing to do then
 }
 
-func writeError(w http.ResponseWriter, requestID string, status int, typ, msg, code string) {
-	body := ErrorBody{Type: "error", Error: ErrorDetail{Type: typ, Message: msg}, RequestID: requestID}
+// writeError writes an error body, with the request-id that ServeHTTP set,
+// and x-should-retry where the API says whether to retry: false on the
+// spend-limit 429, true on a rate-limit 429, a 529 and a 500. The Go SDK
+// obeys the header over the status (anthropic-sdk-go/v2
+// internal/requestconfig/requestconfig.go, shouldRetry), so it does not
+// retry the spend limit, which it would as a 429.
+func writeError(w http.ResponseWriter, status int, typ, msg, code string) {
+	switch {
+	case code == ErrorCodeSpendLimit:
+		w.Header().Set(HeaderShouldRetry, "false")
+	case status == http.StatusTooManyRequests || status >= http.StatusInternalServerError:
+		w.Header().Set(HeaderShouldRetry, "true")
+	}
+	body := ErrorBody{Type: "error", Error: ErrorDetail{Type: typ, Message: msg}, RequestID: w.Header().Get(HeaderRequestID)}
 	if code != "" {
 		body.Error.Details = &ErrorDetails{ErrorCode: code}
 	}

@@ -38,47 +38,91 @@ func CountTokens(p MessageParams) int {
 type breakpoint struct {
 	key    string // identifies the prefix: the model and every block up to here
 	tokens int    // the prefix's tokens, CountTokens of everything up to here
+	ttl    string // TTL5m or TTL1h
+	// lookback holds the prefixes that end at the lookbackBlocks-1 blocks
+	// before this one, nearest first: where the API looks for a cache hit
+	// besides the breakpoint itself.
+	lookback []prefix
+}
+
+// A prefix is the prompt up to the end of one block.
+type prefix struct {
+	key    string
+	tokens int
+}
+
+// lookbackBlocks is how many block boundaries the fake checks for a cache
+// hit per breakpoint, the breakpoint's own included, as the API's "about 20
+// blocks" of lookback. It is what makes automatic caching work as a
+// conversation grows: the last turn's breakpoint is a few blocks back.
+const lookbackBlocks = 20
+
+// marked returns the cache_control that applies to a block: its own, or,
+// for the last block of the last message, p's top-level one.
+func marked(p MessageParams, b TextBlock, last bool) *CacheControl {
+	if b.CacheControl != nil {
+		return b.CacheControl
+	}
+	if last {
+		return p.CacheControl
+	}
+	return nil
 }
 
 // breakpoints returns the prefixes of p that end in a block with
-// cache_control, shortest first. Blocks are taken in order: the system
-// blocks, then each message's blocks.
+// cache_control (its own, or the top-level one on the last block), shortest
+// first. Blocks are taken in order: the system blocks, then each message's
+// blocks.
 func breakpoints(p MessageParams) []breakpoint {
 	var (
 		bps    []breakpoint
+		seen   []prefix // every block boundary so far
 		h      hash.Hash
 		tokens int
 	)
 	h = sha256.New()
 	h.Write([]byte("model\x00" + p.Model + "\x00"))
-	add := func(role string, b TextBlock) {
+	add := func(role string, b TextBlock, last bool) {
 		tokens += TextTokens(b.Text)
 		h.Write([]byte(role + "\x00" + b.Text + "\x00"))
-		if b.CacheControl != nil {
-			bps = append(bps, breakpoint{key: hex.EncodeToString(h.Sum(nil)), tokens: tokens})
+		here := prefix{key: hex.EncodeToString(h.Sum(nil)), tokens: tokens}
+		if cc := marked(p, b, last); cc != nil {
+			ttl := TTL5m
+			if cc.TTL == TTL1h {
+				ttl = TTL1h
+			}
+			var back []prefix
+			for i := len(seen) - 1; i >= 0 && len(back) < lookbackBlocks-1; i-- {
+				back = append(back, seen[i])
+			}
+			bps = append(bps, breakpoint{key: here.key, tokens: here.tokens, ttl: ttl, lookback: back})
 		}
+		seen = append(seen, here)
 	}
 	for _, b := range p.System {
-		add("system", b)
+		add("system", b, false)
 	}
-	for _, m := range p.Messages {
+	for i, m := range p.Messages {
 		h.Write([]byte("turn\x00"))
-		for _, b := range m.Content {
-			add(m.Role, b)
+		for j, b := range m.Content {
+			add(m.Role, b, i == len(p.Messages)-1 && j == len(m.Content)-1)
 		}
 	}
 	return bps
 }
 
 // CachePrefix returns the cached prefix p asks for: everything up to and
-// including its last block with cache_control. key identifies that prefix
-// (the same model and blocks give the same key) and tokens is its size.
-// ok is false when no block has cache_control.
+// including its last block with cache_control, or its last block when p has
+// a top-level cache_control. key identifies that prefix (the same model and
+// blocks give the same key) and tokens is its size. ok is false when p asks
+// for no caching.
 //
 // After a request with that prefix succeeds, the fake serves the prefix from
-// its cache for CacheTTL after each use, if it holds at least
-// CacheMinTokens: the tokens count as cache_read_input_tokens, which do not
-// count against the input-token limit.
+// its cache for CacheTTL (CacheTTL1h for a ttl of "1h") after each use, if it
+// holds at least CacheMinTokens: the tokens count as
+// cache_read_input_tokens, which do not count against the input-token
+// limit. A later request reads the longest cached prefix that ends at one of
+// its breakpoints or at one of the 19 blocks before each.
 func CachePrefix(p MessageParams) (key string, tokens int, ok bool) {
 	bps := breakpoints(p)
 	if len(bps) == 0 {
