@@ -58,6 +58,7 @@ type Server struct {
 	obsMu         sync.Mutex       // guards refusals
 	refusals      results.Refusals // the Retry-After of every refusal, judged
 	clients       clientTable      // the answers per client key
+	calls         callTable        // the attempts of each call (calls.go)
 }
 
 // Option configures a Server.
@@ -137,13 +138,15 @@ func (s *Server) Stats() results.ServerStats {
 	}
 }
 
-// StatsDetail returns Stats with the examples of wrong refusals and the
-// answers per client key (GET /stats?detail=1).
+// StatsDetail returns Stats with the examples of wrong refusals, the
+// answers per client key and the attempts of each call that named itself
+// with X-Call-Id (GET /stats?detail=1).
 func (s *Server) StatsDetail() results.ServerStats {
 	st := s.Stats()
 	st.Refusals = s.refusalStats(true)
 	if s.cfg.Mode != ModeNone {
 		st.Clients = s.clients.stats()
+		st.Calls = s.calls.stats()
 	}
 	return st
 }
@@ -195,8 +198,12 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := &statusRecorder{ResponseWriter: w}
-	rec.atHeader = func(code int) { s.judgeRefusal(job, w.Header(), code) }
+	rec.atHeader = func(code int) {
+		s.judgeRefusal(job, w.Header(), code)
+		job.call.end(time.Now(), w.Header())
+	}
 	s.clientArrived(job)
+	defer s.callArrived(job)()
 	s.countGoroutines()
 	if s.cfg.SpreadRetryAfter {
 		rec.beforeHeader = func(code int) {
@@ -211,6 +218,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		if job.held {
 			s.leaked.Add(1)
 		}
+		job.call.end(time.Now(), nil) // a handler that wrote nothing: 200
 		s.clientAnswered(job, rec.status)
 		switch {
 		case rec.status == http.StatusTooManyRequests:
@@ -299,6 +307,7 @@ type Job struct {
 	held     bool // holds a slot now
 	acquired bool // took a slot at some point
 	notes    jobNotes
+	call     *callAttempt // its call's record (calls.go), or nil
 }
 
 // Config returns the server's configuration.

@@ -74,6 +74,21 @@ const (
 	// just before the budget drained still goes out.
 	task4BudgetFactor    = 1.10
 	task4BudgetOvershoot = 20
+	// How much sooner than its Retry-After a client may come back, as the
+	// server measures it: from the moment it commits the refusal (before
+	// a byte leaves) to the moment it has read the next attempt. Loopback
+	// latency and the client's scheduling only lengthen that, so a loop
+	// that starts its wait when the answer arrives is never measured
+	// early; and the server's whole-second header is what the client is
+	// held to, not the calendar time behind it (the spread Retry-After
+	// says floor(t − now) of a place t, so the header is never later than
+	// the place). The 50 ms admit a loop that starts its wait when it sent
+	// the attempt (a shed answer takes a millisecond, tens on a busy
+	// machine), and are far below any real mistake: ignoring the header
+	// comes back within the backoff (100 ms, 200 ms, ...) after being told
+	// at least 1 s; reading it a second short is a second early. A header
+	// longer than Cap counts as Cap, as the contract says.
+	task4EarlyTolerance = 50 * time.Millisecond
 )
 
 // stormRow is one storm of task 4.
@@ -100,6 +115,9 @@ func task4Planned() []planned {
 		{"storms: every client eventually succeeds", 1},
 		{"storms: OnAttempt is called before every attempt", 1},
 		{"storm: honouring a spread Retry-After beats jitter alone", 1},
+		{"storms: no client has two attempts open at once (as the server saw)", 1},
+		{"storms: no client sends more than MaxTries attempts (as the server saw)", 1},
+		{"storm, Retry-After honoured: no client comes back before the time the server gave it", 1},
 		{"amplifier: immediate retries multiply the load", 1},
 		{"amplifier: a 10% budget keeps retries near the offered load", 2},
 	}
@@ -171,8 +189,9 @@ func stormTask4(ctx context.Context, g *grading, stormBin, serverBin string) err
 			fmt.Sprintf("--jitter=%t", row.jitter), fmt.Sprintf("--honor-retry-after=%t", row.honor))
 		if err == nil {
 			var stats results.ServerStats
-			if stats, err = harness.HTTPStats(c.URL)(ctx); err == nil {
+			if stats, err = harness.HTTPStatsOf(c.URL, harness.StatsQuery{Detail: true})(ctx); err == nil {
 				st.ServerReceived = stats.Received
+				st.Calls = summariseCalls(stats.Calls, task4Cap, task4EarlyTolerance)
 			}
 		}
 		c.stop()
@@ -185,6 +204,10 @@ func stormTask4(ctx context.Context, g *grading, stormBin, serverBin string) err
 		g.doc.Storms = append(g.doc.Storms, st)
 		g.logf("    attempts %d (server counted %d), last done %.1f s (ideal %.1f s), succeeded %d of %d, peak/mean %.1f",
 			st.Attempts, st.ServerReceived, st.LastDoneS, ideal, st.Succeeded, st.Clients, st.PeakToMean)
+		if cs := st.Calls; cs != nil {
+			g.logf("    per client, as the server saw: at most %d attempts and %d open at once, shortest gap %.1f ms; %d returns after a Retry-After, %d clients early (worst: told %d s, back after %.0f ms)",
+				cs.MostAttempts, cs.MaxOpen, cs.MinGapMS, cs.RetryAfterReturns, cs.EarlyCalls, cs.WorstRetryAfterS, cs.WorstGapMS)
+		}
 	}
 	sims := make([]stormForecast, 2)
 	for i, jitter := range []bool{true, false} {
@@ -195,6 +218,7 @@ func stormTask4(ctx context.Context, g *grading, stormBin, serverBin string) err
 		storms[i].SimulatedS = sims[i].MedianS
 	}
 	checkTask4Storms(g, storms, sims[0], sims[1])
+	checkTask4Calls(g, storms)
 
 	naive, budget, err := amplifyTask4(ctx, g, stormBin)
 	if err != nil {
@@ -341,4 +365,146 @@ func checkTask4Amplify(g *grading, naive, budget *results.Storm) {
 		Measured: map[string]float64{"attempts": float64(budget.ServerReceived), "calls": float64(budget.Clients)},
 		Expected: map[string]float64{"attempts_max": limit},
 	}, budget.ServerReceived <= int64(limit) && budget.ServerReceived >= int64(budget.Clients), nil)
+}
+
+// summariseCalls keeps the worst of the server's records of each call for
+// the checks: the most attempts and attempts open at once, the shortest
+// gap, and the returns that came earliest against their Retry-After
+// (capped at capRA, as the contract caps it), counting a call early if it
+// came more than tol before. Nil if the server recorded nothing.
+func summariseCalls(cs *results.CallStats, capRA, tol time.Duration) *results.CallSummary {
+	if cs == nil {
+		return nil
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	s := &results.CallSummary{Calls: len(cs.Calls), Untracked: cs.Untracked, MinGapMS: -1, ToleranceMS: ms(tol)}
+	worst := false
+	for _, c := range cs.Calls {
+		s.Attempts += c.Attempts
+		if c.Attempts > s.MostAttempts {
+			s.MostAttempts, s.MostAttemptsCall = c.Attempts, c.ID
+		}
+		if c.MaxOpen > s.MaxOpen {
+			s.MaxOpen, s.MaxOpenCall = c.MaxOpen, c.ID
+		}
+		if c.MaxOpen > 1 {
+			s.Overlapping++
+		}
+		if c.Gaps > 0 && (s.MinGapMS < 0 || c.MinGapMS < s.MinGapMS) {
+			s.MinGapMS = c.MinGapMS
+		}
+		if c.RetryAfterReturns == 0 {
+			continue
+		}
+		s.RetryAfterReturns += c.RetryAfterReturns
+		floor := min(float64(c.WorstRetryAfterS)*1000, ms(capRA))
+		early := floor - c.WorstGapMS
+		if early > ms(tol) {
+			s.EarlyCalls++
+		}
+		if !worst || early > s.WorstEarlyMS {
+			worst = true
+			s.WorstCall, s.WorstRetryAfterS, s.WorstGapMS, s.WorstEarlyMS = c.ID, c.WorstRetryAfterS, c.WorstGapMS, early
+		}
+	}
+	return s
+}
+
+// callsComplete says whether the server recorded every attempt of st under
+// one call per client, or why not.
+func callsComplete(st *results.Storm) string {
+	cs := st.Calls
+	switch {
+	case cs == nil:
+		return fmt.Sprintf("%s: the server recorded no call (no attempt carried X-Call-Id)", st.Name)
+	case cs.Untracked > 0:
+		return fmt.Sprintf("%s: %d attempts came from calls past the server's table of %d", st.Name, cs.Untracked, fakegpu.CallCapacity)
+	case cs.Attempts != st.ServerReceived:
+		return fmt.Sprintf("%s: the server received %d attempts but only %d carried their call's X-Call-Id: every retry must resend the request (req.Clone), headers included", st.Name, st.ServerReceived, cs.Attempts)
+	case cs.Calls != st.Clients:
+		return fmt.Sprintf("%s: the server saw %d calls (X-Call-Id) from %d clients: every retry must resend the call's own request", st.Name, cs.Calls, st.Clients)
+	}
+	return ""
+}
+
+// checkTask4Calls judges the storms, in task4Storms order, from the
+// server's own record of each client's attempts (results.CallSummary).
+func checkTask4Calls(g *grading, s []*results.Storm) {
+	var incomplete []string
+	for _, st := range s {
+		if why := callsComplete(st); why != "" {
+			incomplete = append(incomplete, why)
+		}
+	}
+	// The numbers of every storm, for the messages.
+	var open, tries []string
+	var maxOpen, most int64
+	minGap := -1.0
+	for _, st := range s {
+		cs := st.Calls
+		if cs == nil {
+			continue
+		}
+		maxOpen, most = max(maxOpen, cs.MaxOpen), max(most, cs.MostAttempts)
+		if cs.MinGapMS >= 0 && (minGap < 0 || cs.MinGapMS < minGap) {
+			minGap = cs.MinGapMS
+		}
+		o := fmt.Sprintf("%s: at most %d (shortest gap %.1f ms)", st.Name, cs.MaxOpen, cs.MinGapMS)
+		if cs.MaxOpen > 1 {
+			o = fmt.Sprintf("%s: %d clients had two or more open, %s %d at once", st.Name, cs.Overlapping, cs.MaxOpenCall, cs.MaxOpen)
+		}
+		open = append(open, o)
+		tries = append(tries, fmt.Sprintf("%s: at most %d (%s)", st.Name, cs.MostAttempts, cs.MostAttemptsCall))
+	}
+	gaps := ""
+	if len(incomplete) > 0 {
+		gaps = "; " + strings.Join(incomplete, "; ")
+	}
+	ok := len(incomplete) == 0
+	g.check(results.Check{
+		Name: "storms: no client has two attempts open at once (as the server saw)", MaxScore: 1,
+		Message: fmt.Sprintf("attempts of one client open at once, from the server's own record of each client's call (X-Call-Id), an attempt open from its arrival until the server commits its answer or sees the client hang up: %s; want 1: a retry loop sends the next attempt only once the previous one has ended%s",
+			strings.Join(open, "; "), gaps),
+		Measured: map[string]float64{"max_open": float64(maxOpen), "min_gap_ms": minGap},
+		Expected: map[string]float64{"max_open_max": 1},
+	}, ok && maxOpen <= 1, nil)
+	maxTries := int64(task4Tries)
+	for _, st := range s {
+		if st.MaxTries > 0 {
+			maxTries = int64(st.MaxTries)
+		}
+	}
+	g.check(results.Check{
+		Name: "storms: no client sends more than MaxTries attempts (as the server saw)", MaxScore: 1,
+		Message: fmt.Sprintf("attempts of one client's call as the server counted them: %s; want at most MaxTries = %d, the first included (without jitter %d of 400 gave up after exactly that many)%s",
+			strings.Join(tries, "; "), maxTries, s[1].Failed, gaps),
+		Measured: map[string]float64{"most_attempts": float64(most)},
+		Expected: map[string]float64{"most_attempts_max": float64(maxTries)},
+	}, ok && most <= maxTries, nil)
+
+	var told []string
+	var early int
+	var returns int64
+	worst := math.Inf(-1)
+	for _, st := range s {
+		if !st.HonorRetryAfter || st.Calls == nil {
+			continue
+		}
+		cs := st.Calls
+		early += cs.EarlyCalls
+		returns += cs.RetryAfterReturns
+		worst = max(worst, cs.WorstEarlyMS)
+		told = append(told, fmt.Sprintf("%s: %d returns after a Retry-After, %d clients early; the closest, %s, was told %d s and came back after %.0f ms",
+			st.Name, cs.RetryAfterReturns, cs.EarlyCalls, cs.WorstCall, cs.WorstRetryAfterS, cs.WorstGapMS))
+	}
+	if math.IsInf(worst, -1) {
+		worst = 0
+	}
+	g.check(results.Check{
+		Name: "storm, Retry-After honoured: no client comes back before the time the server gave it", MaxScore: 1,
+		Message: fmt.Sprintf("from each refusal the server committed with a Retry-After to the same client's next attempt, by the server's clock: %s; want no client back sooner than the header (at most Cap = %v, as the contract caps it) less %v: latency only lengthens this gap, and %v admits a loop that starts its wait when it sent the attempt; ignoring the header comes back within the backoff after being told at least 1 s%s",
+			strings.Join(told, "; "), task4Cap, task4EarlyTolerance, task4EarlyTolerance, gaps),
+		Measured: map[string]float64{"early_clients": float64(early), "retry_after_returns": float64(returns), "worst_early_ms": worst},
+		Expected: map[string]float64{"early_clients_max": 0, "tolerance_ms": float64(task4EarlyTolerance) / float64(time.Millisecond)},
+	}, ok && len(told) > 0 && early == 0 && returns > 0, nil)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"ratelab/fakegpu"
 	"ratelab/harness"
 	"ratelab/results"
 )
@@ -374,5 +375,131 @@ func TestTask4CheckNamesArePlanned(t *testing.T) {
 	}
 	for _, n := range []string{t4Fast, t4Few, t4Spread, t4Slow, t4Waves, t4All, t4OnAtt, t4RA, t4Multiply, t4Budget} {
 		assert.True(t, planned[n], "%q is not a planned check of task 4", n)
+	}
+}
+
+// The names of task 4's checks from the server's record of each call.
+const (
+	t4Open  = "storms: no client has two attempts open at once (as the server saw)"
+	t4Tries = "storms: no client sends more than MaxTries attempts (as the server saw)"
+	t4Early = "storm, Retry-After honoured: no client comes back before the time the server gave it"
+)
+
+// task4Calls is the server's record of st's calls as a correct loop leaves
+// it: one call per client, its attempts spread evenly over them, one open
+// at a time; every return after a Retry-After of 1 s comes 3 ms past it
+// (the reference's extra is uniform over a second: its smallest of 380 is
+// a few milliseconds).
+func task4Calls(st *results.Storm) *results.CallStats {
+	cs := &results.CallStats{Capacity: fakegpu.CallCapacity}
+	n := int64(st.Clients)
+	for i := range st.Clients {
+		a := st.ServerReceived / n
+		if int64(i) < st.ServerReceived%n {
+			a++
+		}
+		c := results.CallRecord{ID: harness.StormCallID(i), Attempts: a, MaxOpen: 1, Gaps: a - 1}
+		if a > 1 {
+			c.MinGapMS = 0.2
+			c.RetryAfterReturns, c.WorstRetryAfterS, c.WorstGapMS = a-1, 1, 1003
+		}
+		cs.Calls = append(cs.Calls, c)
+	}
+	return cs
+}
+
+func TestCheckTask4Calls(t *testing.T) {
+	summarise := func(cs *results.CallStats) *results.CallSummary {
+		return summariseCalls(cs, task4Cap, task4EarlyTolerance)
+	}
+	all := []string{t4Open, t4Tries, t4Early}
+	tests := []struct {
+		name string
+		// change alters the calls of storm row (in task4Storms order); nil
+		// leaves that storm without a record.
+		row    int
+		change func(st *results.Storm, cs *results.CallStats)
+		fail   []string
+	}{
+		{"the reference", 0, func(*results.Storm, *results.CallStats) {}, nil},
+		// Told 7 s, more than Cap: the contract caps it at 5 s.
+		{"a header past Cap counts as Cap", 2, func(_ *results.Storm, cs *results.CallStats) {
+			cs.Calls[3].WorstRetryAfterS, cs.Calls[3].WorstGapMS = 7, 5010
+		}, nil},
+		// A loop that starts its wait when it sent a shed attempt.
+		{"back within the tolerance", 3, func(_ *results.Storm, cs *results.CallStats) {
+			cs.Calls[3].WorstRetryAfterS, cs.Calls[3].WorstGapMS = 2, 1970
+		}, nil},
+		// The reference gives up after exactly MaxTries without jitter.
+		{"exactly MaxTries", 1, func(_ *results.Storm, cs *results.CallStats) {
+			cs.Calls[0].Attempts, cs.Calls[1].Attempts = cs.Calls[0].Attempts+cs.Calls[1].Attempts-12, 12
+		}, nil},
+		// Hedging: one client sent its next attempt while the last waited
+		// in line.
+		{"a client hedges", 0, func(_ *results.Storm, cs *results.CallStats) {
+			cs.Calls[7].MaxOpen = 2
+		}, []string{t4Open}},
+		{"a client hedges without jitter", 1, func(_ *results.Storm, cs *results.CallStats) {
+			cs.Calls[399].MaxOpen = 3
+		}, []string{t4Open}},
+		// One try too many, where clients give up.
+		{"MaxTries+1", 1, func(_ *results.Storm, cs *results.CallStats) {
+			cs.Calls[1].Attempts -= 13 - cs.Calls[0].Attempts
+			cs.Calls[0].Attempts = 13
+		}, []string{t4Tries}},
+		// Retry-After ignored: back within the backoff.
+		{"Retry-After ignored", 2, func(_ *results.Storm, cs *results.CallStats) {
+			for i := range cs.Calls {
+				cs.Calls[i].WorstGapMS = 80
+			}
+		}, []string{t4Early}},
+		// Read a second short, by one client only, without jitter.
+		{"Retry-After a second short", 3, func(_ *results.Storm, cs *results.CallStats) {
+			cs.Calls[5].WorstRetryAfterS, cs.Calls[5].WorstGapMS = 3, 2004
+		}, []string{t4Early}},
+		// A loop that drops the request's headers on retries: the server
+		// cannot tell its calls apart, and must not pass it for that.
+		{"retries without the call's id", 0, func(_ *results.Storm, cs *results.CallStats) {
+			for i := range cs.Calls {
+				cs.Calls[i].Attempts = 1
+			}
+		}, all},
+		{"no record at all", 3, nil, all},
+		// Each attempt a call of its own: more calls than clients.
+		{"a new id every attempt", 2, func(_ *results.Storm, cs *results.CallStats) {
+			cs.Calls[0].Attempts--
+			cs.Calls = append(cs.Calls, results.CallRecord{ID: "x", Attempts: 1, MaxOpen: 1})
+		}, all},
+	}
+	simJit, simLock := task4Sims(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			storms := task4ReferenceStorms()
+			for i, st := range storms {
+				cs := task4Calls(st)
+				switch {
+				case i != tt.row:
+				case tt.change == nil:
+					cs = nil // the server recorded nothing
+				default:
+					tt.change(st, cs)
+				}
+				st.Calls = summarise(cs)
+			}
+			checks := task4Checks(t, func(g *grading) {
+				checkTask4Storms(g, storms, simJit, simLock)
+				checkTask4Calls(g, storms)
+			})
+			var pass []string
+			for _, name := range all {
+				if !slices.Contains(tt.fail, name) {
+					pass = append(pass, name)
+				}
+			}
+			wantTask4Statuses(t, checks, tt.fail, pass)
+			for _, c := range tt.fail {
+				t.Logf("%s: %s", c, checks[c].Message)
+			}
+		})
 	}
 }

@@ -8,10 +8,12 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"ratelab/fakegpu"
 	"ratelab/results"
 )
 
@@ -38,7 +40,9 @@ const (
 )
 
 // StormOptions describe a retry storm: Clients callers, each with its own
-// connection opened beforehand, all calling at the same instant.
+// connection opened beforehand, all calling at the same instant. Client i's
+// request carries the header X-Call-Id: StormCallID(i), so that a fake GPU
+// server records the attempts of each call (results.CallStats).
 type StormOptions struct {
 	Name string
 	// BaseURL is the server's base URL, such as http://127.0.0.1:8000;
@@ -116,6 +120,10 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// StormCallID is the X-Call-Id (fakegpu.CallIDHeader) of storm client i's
+// call: c0, c1, ...
+func StormCallID(i int) string { return "c" + strconv.Itoa(i) }
+
 // Storm runs a retry storm and returns what happened. The clients' calls
 // are bounded by opts.Limit; a storm that hits it is marked TimedOut.
 func Storm(ctx context.Context, opts StormOptions) (*results.Storm, error) {
@@ -185,12 +193,15 @@ func Storm(ctx context.Context, opts StormOptions) (*results.Storm, error) {
 	out := &outcomeLog{}
 	start := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, c := range clients {
+	for i, c := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
 			req, _ := http.NewRequestWithContext(sctx, http.MethodGet, base+stormGeneratePath, nil)
+			// The server records each call's attempts by this id: the retry
+			// loop resends req (req.Clone), so every retry carries it.
+			req.Header.Set(fakegpu.CallIDHeader, StormCallID(i))
 			resp, err := opts.Call(sctx, c, req, log.record)
 			out.done(time.Since(log.t0), resp, err)
 		}()

@@ -194,6 +194,11 @@ type Storm struct {
 	// client was done.
 	TimedOut bool `json:"timed_out,omitempty"`
 
+	// Calls is what the server recorded of each client's call (X-Call-Id),
+	// summarised: attempts, attempts open at once, gaps and returns after
+	// Retry-After. Nil for a run that did not read them.
+	Calls *CallSummary `json:"server_calls,omitempty"`
+
 	// SendsPerBin counts attempts per BinMS from the start.
 	BinMS       float64 `json:"bin_ms"`
 	SendsPerBin []int64 `json:"sends_per_bin"`

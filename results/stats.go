@@ -48,6 +48,9 @@ type ServerStats struct {
 	// Clients counts the answers per client key; only GET
 	// /stats?detail=1 carries it.
 	Clients *ClientStats `json:"clients,omitempty"`
+	// Calls holds the attempts of each call that named itself with
+	// X-Call-Id (task 4's storms); only GET /stats?detail=1 carries it.
+	Calls *CallStats `json:"calls,omitempty"`
 	// Memory is the process's live memory after a garbage collection;
 	// only GET /stats?gc=1 carries it.
 	Memory *MemoryStats `json:"memory,omitempty"`
