@@ -248,7 +248,7 @@ func (s *Server) Panics() string { return s.c.panics() }
 
 // exerciseTags are the build tags that take every task's code from
 // exercises/ instead of solutions/.
-var exerciseTags = []string{"ratelab_ex_shedding", "ratelab_ex_bucket", "ratelab_ex_retry", "ratelab_ex_breaker", "ratelab_ex_llmclient", "ratelab_ex_redisbucket"}
+var exerciseTags = []string{"ratelab_ex_shedding", "ratelab_ex_bucket", "ratelab_ex_retry", "ratelab_ex_breaker", "ratelab_ex_llmclient", "ratelab_ex_redisbucket", "ratelab_ex_counting"}
 
 // BuildTool compiles ./cmd/name (fakegpu, storm, breaker, ...) with impl's
 // code for every task, into a temporary folder that cleanup removes. In a

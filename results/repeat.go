@@ -152,6 +152,7 @@ func Combine(docs []*Document) (*Document, error) {
 			}
 			out.Scenarios = append(out.Scenarios, sc)
 		}
+		out.Counting = append(out.Counting, d.Counting...)
 	}
 	note := fmt.Sprintf("%s graded %d times: every check agreed across the repeats", out.Task, len(docs))
 	if inconclusive > 0 {

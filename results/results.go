@@ -71,6 +71,9 @@ type Document struct {
 	Runs      []*Run      `json:"runs"`
 	Storms    []*Storm    `json:"storms,omitempty"`
 	Scenarios []*Scenario `json:"scenarios,omitempty"`
+	// Counting is task 8's measurements of its four limiters, one per
+	// repeat.
+	Counting []*Counting `json:"counting,omitempty"`
 	// Judge is task 5's judge report (schema ratelab.judge/v1).
 	Judge *JudgeReport `json:"judge,omitempty"`
 	// Redis is the Redis that judged task 6, its unit checks' Redis/ half
