@@ -86,7 +86,10 @@ func TestCoordinatedOmission(t *testing.T) {
 				assert.False(t, run.Reliable, "a generator that fell 1 s behind is unreliable")
 				assert.NotEmpty(t, run.Warnings)
 			} else {
-				assert.True(t, run.Reliable, "an uncapped generator keeps its schedule: %v", run.Warnings)
+				// An uncapped generator keeps its schedule through the stall:
+				// its lag is the machine's noise (a few ms, tens on a busy
+				// 2-core machine), never the stall's second.
+				assert.Less(t, run.SendLagP99MS, 250.0, "an uncapped generator keeps its schedule: %v", run.Warnings)
 			}
 		})
 	}
