@@ -195,6 +195,11 @@ func judgeCreate(st settings, script []reply, calls []call, msg *provider.Messag
 	if calls[0].at != 0 {
 		return fmt.Sprintf("the first attempt went out at t=%v; want at once (no limits are set)%s", calls[0].at, ctxt)
 	}
+	// Full jitter is uniform in [0, ceiling]: a wait under a hundredth of
+	// its ceiling has a chance of 1/100, so jittered waits that are all
+	// that short, four or more of them, mean the client waits far less than
+	// the backoff it was set (or defaulted) to, such as no wait at all.
+	jittered, short := 0, 0
 	for i := 0; i+1 < len(calls); i++ {
 		r := script[min(i, len(script)-1)]
 		lo, hi, why := st.waitRange(i, calls[i].answer, calls[i].when)
@@ -204,6 +209,18 @@ func judgeCreate(st settings, script []reply, calls []call, msg *provider.Messag
 			return fmt.Sprintf("after attempt %d (%s) the client waited %v before retrying; want %v to %v: %s%s",
 				i+1, describe(r), wait, lo, hi, why, ctxt)
 		}
+		if lo == 0 && hi >= time.Millisecond {
+			jittered++
+			if wait < hi/100 {
+				short++
+			}
+		}
+	}
+	if jittered >= 4 && short == jittered {
+		return fmt.Sprintf("all %d full-jitter waits were under a hundredth of their ceilings, min(MaxBackoff, BaseBackoff×2^k); "+
+			"want each drawn uniformly in [0, ceiling] (a correct client does this with a chance of 1/100 per wait), "+
+			"with zero or negative BaseBackoff and MaxBackoff meaning %v and %v\nwaits: %v%s",
+			jittered, defaultBaseBackoff, defaultMaxBackoff, gaps(calls), ctxt)
 	}
 	if want := calls[len(calls)-1].at + st.attemptTime(exp.last); took < want-early || took > want+late {
 		return fmt.Sprintf("Create returned at t=%v; want t=%v, when the last attempt's answer came: no wait after the last attempt%s", took, want, ctxt)

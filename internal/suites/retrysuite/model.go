@@ -324,8 +324,8 @@ func (s *suite) wrapsLast(err error, r reply, ctxt string) string {
 		if code, ok := s.impl.StatusCode(err); !ok || code != r.status {
 			return fmt.Sprintf("CallWithRetries error = %q holds status (%d, %v); want (%d, true): wrap the last failure, a *StatusError%s", err, code, ok, r.status, ctxt)
 		}
-		if !strings.Contains(err.Error(), strconv.Itoa(r.status)) {
-			return fmt.Sprintf("CallWithRetries error = %q does not name the last status, %d: a *StatusError's Error returns its status line%s", err, r.status, ctxt)
+		if line := statusLine(r.status); !strings.Contains(err.Error(), line) {
+			return fmt.Sprintf("CallWithRetries error = %q does not name the last status line, %q: a *StatusError's Error returns the response's status line%s", err, line, ctxt)
 		}
 	}
 	return ""

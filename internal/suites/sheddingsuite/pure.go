@@ -90,6 +90,16 @@ func testDrainTime(t *testing.T, impl Impl) {
 		waiting, cfg := drainGen().Draw(rt, "waiting"), def
 		cfg.Slots = slotsGen().Draw(rt, "slots")
 		cfg.Work = workGen(cfg.Slots).Draw(rt, "work")
+		if cfg.Work > 0 && rapid.Bool().Draw(rt, "at the edge") {
+			// A line at the edge of overflow: waiting × Work just fits in a
+			// Duration (then the answer is exact), or just does not.
+			edge := int64(lab.InfDuration / cfg.Work)
+			off := rapid.Int64Range(-1, 1).Draw(rt, "off the edge")
+			if off > 0 && edge > math.MaxInt64-off {
+				off = 0
+			}
+			waiting = int(max(edge+off, 1))
+		}
 		var got time.Duration
 		call := fmt.Sprintf("DrainTime(%d, {Slots: %d, Work: %v})", waiting, cfg.Slots, cfg.Work)
 		if msg := suitekit.Report(call, func() { got = impl.DrainTime(waiting, cfg) }); msg != "" {
@@ -114,6 +124,7 @@ func testDrainTime(t *testing.T, impl Impl) {
 		{10, 4, 250 * time.Millisecond, 625 * time.Millisecond, "10 / 16 per second"},
 		{-3, def.Slots, def.Work, 0, "no line"},
 		{5, 0, def.Work, 0, "no slots"},
+		{5, def.Slots, 0, 0, "no work"},
 	}
 	for _, tt := range tests {
 		cfg := def
@@ -165,11 +176,11 @@ func slotsGen() *rapid.Generator[int] {
 
 // workGen draws a work time: whole milliseconds, any nanoseconds up to a
 // minute, a multiple of slots nanoseconds (so waiting × Work / Slots is a
-// whole number of nanoseconds that floating point may miss), none,
-// negative or huge.
+// whole number of nanoseconds that floating point may miss), none (0 or
+// just below), negative or huge.
 func workGen(slots int) *rapid.Generator[time.Duration] {
 	return rapid.Custom(func(t *rapid.T) time.Duration {
-		switch rapid.IntRange(0, 5).Draw(t, "kind") {
+		switch rapid.IntRange(0, 6).Draw(t, "kind") {
 		case 0:
 			return time.Duration(spread(t, 1, 2000, "ms")) * time.Millisecond
 		case 1:
@@ -183,6 +194,8 @@ func workGen(slots int) *rapid.Generator[time.Duration] {
 			return -time.Duration(spread(t, 0, int64(time.Hour), "neg"))
 		case 4:
 			return time.Duration(spread(t, int64(time.Minute), math.MaxInt64, "huge"))
+		case 5:
+			return time.Duration(rapid.Int64Range(-3, 0).Draw(t, "none"))
 		default:
 			return time.Duration(rapid.Int64().Draw(t, "any"))
 		}
