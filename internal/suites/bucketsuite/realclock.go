@@ -1,6 +1,7 @@
 package bucketsuite
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -63,4 +64,33 @@ func (s *suite) bucketRealClock(t *testing.T) {
 		t.Fatalf("on the real clock (rate=%v/s, burst=%v): after idling twice the time to fill up, %d TryTake(1) in a row passed in %v; want burst=%v, and at most %.1f with what dripped in meanwhile",
 			rate, burst, passed, took, burst, burst+rate*took.Seconds()+1)
 	}
+
+	// Callers at once, on a bucket fast enough that admissions and
+	// refusals interleave: each call reads the clock before it reaches the
+	// bucket, so another call that read it later may get there first, and
+	// the bucket then holds an instant newer than this call's. The refusal
+	// still owes a wait a bucket can have, never lab.InfDuration for n
+	// within the burst: above 0, and at most n/rate from that newer instant.
+	// The newer instant is before this call returned (t1) and this call's
+	// own after it began (t0), so the wait is at most n/rate + (t1 − t0),
+	// however long the machine kept the call from running.
+	const (
+		goroutines, calls = 8, 20_000
+		fastRate          = 1e6 // a token a microsecond
+		fastBurst         = 5.0
+	)
+	y := s.bucket(t, fastRate, fastBurst)
+	suitekit.Hammer(t, goroutines, "TryTake", func(g int) {
+		for i := range calls {
+			n := 0.5 + (fastBurst-0.5)*float64((i*7+g*13)%100)/99
+			t0 := time.Now()
+			ok, w := y.b.TryTake(n)
+			most := time.Duration(math.Ceil(n/fastRate*1e9)) + time.Since(t0) + time.Nanosecond
+			if !ok && (w <= 0 || w > most) {
+				panic(suitekit.Failure(fmt.Sprintf("on the real clock (rate=%v/s, burst=%v), %d goroutines at once: call %d of goroutine %d, TryTake(%v) = (false, %v); want a wait above 0 and at most n/rate plus how long the call took (%v)\n"+
+					"a call may read the clock before another that reaches the bucket first: work out its wait from the state as it is, whichever instant is later",
+					fastRate, fastBurst, goroutines, i, g, n, w, most)))
+			}
+		}
+	})
 }
