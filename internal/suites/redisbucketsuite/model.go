@@ -595,6 +595,8 @@ func parallelTakes(x *lim, names []string, n func(string) float64, wantOK bool) 
 				msg = errReport(fmt.Sprintf("TryTakeCtx(%q, %v)", x.e.key(name), n(name)), err)
 			case ok != wantOK:
 				msg = fmt.Sprintf("TryTakeCtx(%q, %v) = (%v, %v, nil); want ok = %v", x.e.key(name), n(name), ok, fmtWait(wait), wantOK)
+			case ok && wait != 0:
+				msg = fmt.Sprintf("TryTakeCtx(%q, %v) = (true, %v, nil); want wait 0 with every admission", x.e.key(name), n(name), fmtWait(wait))
 			}
 			if msg != "" {
 				mu.Lock()

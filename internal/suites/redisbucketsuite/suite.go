@@ -21,13 +21,16 @@
 // The checks, by NAME:
 //
 //	StartsFull        a new key holds burst tokens; keys are independent
-//	RefillsAtRate     tokens drip in at rate per second
+//	RefillsAtRate     tokens drip in at rate per second; at a rate of 0 none
+//	                  do (a random burst): never more than burst, never a
+//	                  finite wait
 //	CapsAtBurst       an idle bucket never holds more than burst
 //	ExactWait         the wait is (n − tokens)/rate, never rounded down, and
 //	                  a caller that sleeps it then gets in (fixed and random
 //	                  cases)
 //	FractionalTokens  fractional n and a fractional burst
-//	MoreThanBurst     n > burst can never succeed: (false, lab.InfDuration)
+//	MoreThanBurst     n > burst can never succeed: (false, lab.InfDuration),
+//	                  and with a burst of 0 no n > 0 ever does
 //	Expiry            the key has a TTL, refreshed on every take, that
 //	                  outlives the refill and not by more than a second; an
 //	                  idle key disappears (a random bucket)
@@ -44,7 +47,14 @@
 //	                  burst + rate × elapsed from a key
 //	FailOpen          Redis refusing or hanging mid-run: answers from the
 //	                  local bucket within its bound, every call quick, one log
-//	                  line, a counter, and back to Redis when it returns
+//	                  line, a counter, and back to Redis when it returns;
+//	                  then, with script calls failing or hanging by a hook
+//	                  on the client, the error wraps the failure that
+//	                  started the back-off, during the back-off too, and
+//	                  when it ends exactly one of 8 to 24 concurrent
+//	                  callers tries Redis
+//
+// Wherever a decision admits, its wait must be 0.
 //
 // Every random input comes from the run's seed (suitekit.Rand, and rapid's
 // -rapid.seed for Model), printed when a check fails.
@@ -640,6 +650,54 @@ func (s *suite) refillsAtRate(e *env) {
 		x.drain("k", 2, "after 250ms, 2.5 tokens dripped in")
 		x.expect("k", 1, false, 50*time.Millisecond, "0.5 tokens left after two takes: 50ms to the next")
 	})
+
+	// A rate of 0 is allowed (New panics only for a negative, infinite or
+	// NaN one): nothing ever drips in, so a key never gives more than its
+	// burst, and a refusal's wait is never finite. The takes go through
+	// TryTake, which answers whether or not the script copes with a rate
+	// of 0.
+	burst := float64(1 + e.rng.IntN(6))
+	if e.rng.IntN(2) == 0 {
+		burst += math.Round(e.rng.Float64()*100) / 100
+	}
+	pause := time.Duration(1+e.rng.IntN(3600)) * time.Second
+	if !e.fake() {
+		pause = time.Duration(20+e.rng.IntN(80)) * time.Millisecond
+	}
+	e.attempts(func() {
+		x := e.limiter(0, burst, nil)
+		x.expect("zero", burst*(1+e.rng.Float64())+0.01, false, lab.InfDuration, fmt.Sprintf("rate=0, burst=%v: more than burst is never", burst))
+		x.expect("zero", -e.rng.Float64(), true, 0, "n ≤ 0 always succeeds")
+		var got float64
+		takeAll := func(when string) {
+			e.t.Helper()
+			for range 3 + e.rng.IntN(8) {
+				n := math.Round(burst*(0.1+0.5*e.rng.Float64())*100) / 100
+				var ok bool
+				var wait time.Duration
+				e.begin()
+				if r, stack := suitekit.Catch(func() { ok, wait = x.l.TryTake(e.key("zero"), n) }); r != nil {
+					e.t.Fatal(suitekit.PanicReport(fmt.Sprintf("TryTake(%q, %v)", "zero", n), r, stack))
+				}
+				switch {
+				case ok && wait != 0:
+					e.t.Fatalf("%s: rate=0, burst=%v, %s: TryTake(%q, %v) = (true, %v); want wait 0 with every admission", e.at(), burst, when, "zero", n, fmtWait(wait))
+				case ok:
+					got += n
+				case wait != lab.InfDuration:
+					e.t.Fatalf("%s: rate=0, burst=%v, %s: TryTake(%q, %v) = (false, %v); want (false, lab.InfDuration): at a rate of 0 the tokens never come",
+						e.at(), burst, when, "zero", n, fmtWait(wait))
+				}
+				if got > burst+1e-9 {
+					e.t.Fatalf("%s: rate=0, burst=%v, %s: TryTake has admitted %v tokens of key %q; want at most burst=%v: at a rate of 0 nothing drips in",
+						e.at(), burst, when, got, "zero", burst)
+				}
+			}
+		}
+		takeAll("a new key")
+		e.advance(pause)
+		takeAll(fmt.Sprintf("%v later", pause))
+	})
 }
 
 func (s *suite) capsAtBurst(e *env) {
@@ -833,6 +891,27 @@ func (s *suite) moreThanBurst(e *env) {
 		x.expect("r", burst, true, 0, fmt.Sprintf("n = burst=%v succeeds on a full bucket, and the impossible requests spent nothing", burst))
 		for _, n := range over {
 			x.expect("r", n, false, lab.InfDuration, "on an empty bucket too, n > burst is never, not a finite wait")
+		}
+	})
+	// A burst of 0 is allowed (New panics only for a negative, infinite
+	// or NaN one): every n > 0 is more than it, at any time; n ≤ 0 still
+	// succeeds.
+	zero := []float64{
+		1e-9,
+		math.Round(e.rng.Float64()*1000)/1000 + 0.001,
+		float64(1 + e.rng.IntN(100)),
+		rate,
+	}
+	e.attempts(func() {
+		x := e.limiter(rate, 0, nil)
+		for _, n := range zero {
+			x.expect("none", n, false, lab.InfDuration, fmt.Sprintf("n=%v is greater than burst=0: never", n))
+		}
+		x.expect("none", 0, true, 0, "n = 0 always succeeds, even with burst=0")
+		x.expect("none", -e.rng.Float64()*10, true, 0, "n < 0 always succeeds, even with burst=0")
+		e.advance(time.Duration(10+e.rng.IntN(90)) * time.Millisecond)
+		for _, n := range zero {
+			x.expect("none", n, false, lab.InfDuration, fmt.Sprintf("later too, n=%v is greater than burst=0: never", n))
 		}
 	})
 }
@@ -1086,8 +1165,9 @@ func (s *suite) atomicity(e *env) {
 			<-begin
 			for time.Since(start) < duration {
 				var ok bool
+				var wait time.Duration
 				var err error
-				if r, stack := suitekit.Catch(func() { ok, _, err = x.l.TryTakeCtx(context.Background(), keys[k], n) }); r != nil {
+				if r, stack := suitekit.Catch(func() { ok, wait, err = x.l.TryTakeCtx(context.Background(), keys[k], n) }); r != nil {
 					firstErr.CompareAndSwap(nil, suitekit.PanicReport(fmt.Sprintf("TryTakeCtx in goroutine %d", g), r, stack))
 					return
 				}
@@ -1104,6 +1184,10 @@ func (s *suite) atomicity(e *env) {
 				}
 				calls.Add(1)
 				asked[k].Add(1)
+				if ok && wait != 0 {
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("TryTakeCtx(%q, %v) in goroutine %d = (true, %v, nil); want wait 0 with every admission", keys[k], n, g, fmtWait(wait)))
+					return
+				}
 				if ok {
 					admitted[k].Add(1)
 				}
@@ -1225,6 +1309,9 @@ func (s *suite) failOpen(e *env) {
 			if err == nil {
 				e.t.Fatalf("with Redis %s, TryTakeCtx = (%v, %v, nil); want an error saying the answer is local", mode, ok, wait)
 			}
+			if ok && wait != 0 {
+				e.t.Fatalf("with Redis %s, TryTakeCtx = (true, %v, %v); want wait 0 with every admission, local ones too", mode, fmtWait(wait), err)
+			}
 			if ok {
 				admitted++
 			} else if wait <= 0 {
@@ -1277,6 +1364,216 @@ func (s *suite) failOpen(e *env) {
 	}
 	if n := logs.count(); n > 2 {
 		e.t.Fatalf("the limiter logged %d times over one outage; want once when Redis fails and at most once when it is back: %s", n, logs.all())
+	}
+
+	s.failOpenScripted(e)
+}
+
+// errScripted is what a scriptHook makes the limiter's script calls fail
+// with: the failure the limiter must report.
+var errScripted = errors.New("redisbucketsuite: the script call failed (a failure the check makes up)")
+
+// The modes of a scriptHook.
+const (
+	hookPass int32 = iota // the script runs
+	hookFail              // the call fails at once with errScripted
+	hookHang              // the call waits until its context ends
+)
+
+// scriptHook is a go-redis hook that counts the limiter's script calls
+// (EVAL, EVALSHA and their _RO forms) and can make them fail or hang
+// without touching the server.
+type scriptHook struct {
+	mode  atomic.Int32
+	calls atomic.Int64
+}
+
+func (h *scriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if isScriptCall(c) {
+				h.calls.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !isScriptCall(cmd) {
+			return next(ctx, cmd)
+		}
+		h.calls.Add(1)
+		switch h.mode.Load() {
+		case hookFail:
+			return fmt.Errorf("%w", errScripted)
+		case hookHang:
+			// Until the limiter's own timeout ends the call; the cap only
+			// keeps a limiter without one from hanging the check.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(2 * time.Second):
+				return fmt.Errorf("redisbucketsuite: no answer in 2s: %w", context.DeadlineExceeded)
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// isScriptCall reports whether cmd runs a script.
+func isScriptCall(cmd redis.Cmder) bool {
+	switch strings.ToLower(cmd.Name()) {
+	case "eval", "evalsha", "eval_ro", "evalsha_ro":
+		return true
+	}
+	return false
+}
+
+// failOpenScripted is the second half of FailOpen: Redis fails in ways a
+// hook on the limiter's client makes up, with a random bucket.
+//
+//   - The error of a local decision wraps the failure that made it local,
+//     also during the back-off that follows, when Redis is not tried.
+//   - When the back-off ends, of many concurrent callers exactly one tries
+//     Redis; the others answer locally meanwhile.
+//   - A local answer that admits has wait 0, as every admission has.
+func (s *suite) failOpenScripted(e *env) {
+	const (
+		backoff  = 500 * time.Millisecond // DefaultBackoff
+		timeout  = 200 * time.Millisecond // DefaultTimeout
+		slowest  = time.Second
+		comeBack = 4 * time.Second
+	)
+	ctx := context.Background()
+	rate := 1 + math.Round(e.rng.Float64()*1900)/100
+	burst := float64(2 + e.rng.IntN(9))
+	var h scriptHook
+	rdb := e.client()
+	rdb.AddHook(&h)
+	x := e.limiterOn(rdb, rate, burst, nil)
+	e.fresh()
+	// Redis decides, and the script is cached.
+	x.take("warm", 1)
+
+	// local judges one answer that did not come from Redis.
+	local := func(what string, ok bool, wait time.Duration, err error) {
+		e.t.Helper()
+		switch {
+		case err == nil:
+			e.t.Fatalf("%s: TryTakeCtx = (%v, %v, nil); want an error saying the answer is local", what, ok, fmtWait(wait))
+		case ok && wait != 0:
+			e.t.Fatalf("%s: TryTakeCtx = (true, %v, %v); want wait 0 with every admission, local ones too", what, fmtWait(wait), err)
+		case !ok && wait <= 0:
+			e.t.Fatalf("%s: TryTakeCtx = (false, %v, %v); want a positive wait from the local bucket", what, fmtWait(wait), err)
+		}
+	}
+	n := func() float64 { return math.Round(burst*(0.05+0.3*e.rng.Float64())*100) / 100 }
+
+	// Redis fails: the call that met the failure, then every call of the
+	// back-off, report it.
+	h.mode.Store(hookFail)
+	failedAt := time.Now()
+	before := h.calls.Load()
+	ok, wait, err := x.try(ctx, "k", n())
+	local("with the script call failing", ok, wait, err)
+	if !errors.Is(err, errScripted) {
+		e.t.Fatalf("with the script call failing with %q, TryTakeCtx returned the error %q; want one that wraps that failure (errors.Is): say what went wrong", errScripted, err)
+	}
+	if got := h.calls.Load() - before; got != 1 {
+		e.t.Fatalf("one TryTakeCtx after Redis had worked made %d script calls; want 1", got)
+	}
+	for i := range 2 + e.rng.IntN(6) {
+		before := h.calls.Load()
+		ok, wait, err := x.try(ctx, "k", n())
+		if time.Since(failedAt) >= backoff {
+			break // too slow a machine to be sure the back-off is still on
+		}
+		what := fmt.Sprintf("call %d of the back-off after the script call failed", i+1)
+		local(what, ok, wait, err)
+		if !errors.Is(err, errScripted) {
+			e.t.Fatalf("%s: TryTakeCtx returned the error %q; want one that wraps the failure that started the back-off, %q (errors.Is), as well as saying the answer is local",
+				what, err, errScripted)
+		}
+		if got := h.calls.Load() - before; got != 0 {
+			e.t.Fatalf("%s: TryTakeCtx made %d script calls; want none: do not try Redis during the back-off (%v)", what, got, backoff)
+		}
+	}
+
+	// Redis hangs. Once the back-off is over, callers arrive together:
+	// exactly one of them tries Redis (and waits out the timeout), the
+	// others answer locally at once. A second try is right only once
+	// that one failed and a whole back-off more has passed, so a batch
+	// that took that long cannot be judged and runs again.
+	h.mode.Store(hookHang)
+	last := time.Now()
+	judged := false
+	for try := 0; try < 3 && !judged; try++ {
+		time.Sleep(time.Until(last.Add(backoff + 50*time.Millisecond)))
+		callers := 8 + e.rng.IntN(17)
+		delays := make([]time.Duration, callers)
+		amounts := make([]float64, callers)
+		for i := range delays {
+			delays[i] = time.Duration(e.rng.Int64N(int64(timeout / 4)))
+			amounts[i] = n()
+		}
+		type answer struct {
+			ok   bool
+			wait time.Duration
+			err  error
+			took time.Duration
+		}
+		answers := make([]answer, callers)
+		before := h.calls.Load()
+		start := time.Now()
+		// Hammer releases the goroutines together.
+		suitekit.Hammer(e.t, callers, "TryTakeCtx", func(g int) {
+			time.Sleep(delays[g])
+			began := time.Now()
+			a := &answers[g]
+			a.ok, a.wait, a.err = x.l.TryTakeCtx(ctx, e.key("k"), amounts[g])
+			a.took = time.Since(began)
+		})
+		last = time.Now()
+		tries := h.calls.Load() - before
+		for g, a := range answers {
+			local(fmt.Sprintf("with Redis hanging, caller %d of %d arriving together after the back-off", g+1, callers), a.ok, a.wait, a.err)
+			if a.took > slowest {
+				e.t.Fatalf("with Redis hanging, caller %d of %d took %v; want under %v", g+1, callers, a.took.Round(time.Millisecond), slowest)
+			}
+		}
+		if last.Sub(start) >= backoff+timeout {
+			continue // too slow to tell a second try that is right from one that is not
+		}
+		judged = true
+		if tries != 1 {
+			e.t.Fatalf("with Redis hanging, %d callers arrived within %v after the back-off ended and made %d script calls; want exactly 1: "+
+				"when the back-off ends, one call tries Redis while the others keep answering locally, so a stuck Redis costs one timeout per back-off",
+				callers, timeout/4, tries)
+		}
+	}
+	if !judged {
+		e.t.Logf("this machine was too slow to judge how many callers try Redis after the back-off")
+	}
+
+	// Redis works again: the limiter goes back to it.
+	h.mode.Store(hookPass)
+	back := time.Now()
+	for {
+		ok, wait, err := x.try(ctx, "again", 1)
+		if err == nil {
+			if !ok || wait != 0 {
+				e.t.Fatalf(`TryTakeCtx("again", 1) = (%v, %v, nil) on a new key; want (true, 0s, nil)`, ok, fmtWait(wait))
+			}
+			break
+		}
+		if time.Since(back) > comeBack {
+			e.t.Fatalf("the script calls work again since %v, but the limiter still answers locally: %v", comeBack, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
