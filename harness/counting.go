@@ -158,14 +158,7 @@ func sleepUntil(ctx context.Context, t int64) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleepCtx(ctx, d)
 }
 
 // nextBoundary returns the first epoch-aligned window boundary at least
