@@ -1,14 +1,16 @@
-// Command fakegpu runs the fake GPU server with admission logic (task 2) and
-// a per-client limiter (task 3) compiled in from a chosen tree. The grader
-// builds it with build tags and runs it as a child process, so a learner's
-// panic, deadlock or compile error cannot take the grader down; learners
-// reach it through `grade serve`.
+// Command fakegpu runs the fake GPU server with admission logic (task 2), a
+// per-client limiter (task 3) and a Redis-backed limiter (task 6) compiled
+// in from a chosen tree. The grader builds it with build tags and runs it as
+// a child process, so a learner's panic, deadlock or compile error cannot
+// take the grader down; learners reach it through `grade serve`.
 //
 // Build tags choose the trees: ratelab_ex_shedding takes task 2's code from
-// exercises/ instead of solutions/, ratelab_ex_bucket likewise for task 3.
+// exercises/ instead of solutions/, ratelab_ex_bucket likewise for task 3
+// and ratelab_ex_redisbucket for task 6.
 //
-// Once listening it prints one line, "listening on http://127.0.0.1:PORT",
-// and serves until SIGINT or SIGTERM.
+// With a separate stats port it first prints "stats on URL". Once listening
+// it prints "listening on http://127.0.0.1:PORT (mode M, admission from
+// TREE, limiter from TREE)" and serves until SIGINT or SIGTERM.
 package main
 
 import (
