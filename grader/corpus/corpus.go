@@ -5,14 +5,16 @@
 //
 //	grader/testdata/<kind>/<task>/<name>.patch
 //
-// where kind is wrong (it builds and runs, but a named subtest must catch
-// it) or broken (it does not build, panics, hangs or races, and the grader
-// must say so). The patch is a git-style unified diff with paths relative to
+// where kind is wrong (it builds and runs, but a named subtest or flood
+// check must catch it), broken (it does not build, panics, hangs or races,
+// and the grader must say so) or right (correct code written otherwise,
+// which must score full marks). The patch is a git-style unified diff with paths relative to
 // the repository root (a/solutions/<pkg>/<file>), which `git apply --check`
 // accepts too; a plain `diff -u` with those paths as labels also does. It
 // may change several files of one package, Go or not. The free text before
-// the diff describes the mistake, and its "Caught-By: <subtest>" lines name
-// the subtests that must fail. See grader/testdata/README.md.
+// the diff describes the mistake, and its "Caught-By: <subtest>" and
+// "Caught-By-Check: <check>" lines name the subtests and flood checks that
+// must fail. See grader/testdata/README.md.
 //
 // Because a variant stores only its mistake, a change to the reference
 // reaches every variant: a hunk may move (its context is searched for, as
