@@ -112,9 +112,7 @@ func sample(t *testing.T, vs []corpus.Variant, perTask, total int) []corpus.Vari
 	for _, task := range order {
 		group := byTask[task]
 		rng.Shuffle(len(group), func(i, j int) { group[i], group[j] = group[j], group[i] })
-		for _, v := range group[:min(perTask, len(group))] {
-			out = append(out, v)
-		}
+		out = append(out, group[:min(perTask, len(group))]...)
 	}
 	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	out = out[:min(total, len(out))]
