@@ -3,8 +3,6 @@
 package main
 
 import (
-	"time"
-
 	"ratelab/harness"
 	"ratelab/solutions/counting"
 )
@@ -14,19 +12,5 @@ const tree = "solutions/counting"
 
 // limiters returns the reference four limiters.
 func limiters() harness.CountingSet {
-	return harness.CountingSet{
-		Fixed: func(limit int, window time.Duration) harness.CountingLimiter {
-			return counting.NewFixedWindow(limit, window)
-		},
-		Log: func(limit int, window time.Duration) harness.CountingLimiter {
-			return counting.NewSlidingLog(limit, window)
-		},
-		Counter: func(limit int, window time.Duration) harness.CountingLimiter {
-			return counting.NewSlidingCounter(limit, window)
-		},
-		Bucket: func(limit int, window time.Duration, burst int) harness.CountingLimiter {
-			return counting.NewTokenBucket(limit, window, burst)
-		},
-		DefaultBurst: counting.DefaultBurst,
-	}
+	return countingSet(counting.NewFixedWindow, counting.NewSlidingLog, counting.NewSlidingCounter, counting.NewTokenBucket, counting.DefaultBurst)
 }

@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"ratelab/harness"
 )
@@ -40,5 +41,23 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "counting: %v\n", err)
 		os.Exit(1)
+	}
+}
+
+// countingSet adapts one tree's four constructors, whatever their concrete
+// types, to a harness.CountingSet.
+func countingSet[F, L, C, B harness.CountingLimiter](
+	fixed func(int, time.Duration) F, log func(int, time.Duration) L,
+	counter func(int, time.Duration) C, bucket func(int, time.Duration, int) B,
+	defaultBurst func(int) int,
+) harness.CountingSet {
+	return harness.CountingSet{
+		Fixed:   func(limit int, window time.Duration) harness.CountingLimiter { return fixed(limit, window) },
+		Log:     func(limit int, window time.Duration) harness.CountingLimiter { return log(limit, window) },
+		Counter: func(limit int, window time.Duration) harness.CountingLimiter { return counter(limit, window) },
+		Bucket: func(limit int, window time.Duration, burst int) harness.CountingLimiter {
+			return bucket(limit, window, burst)
+		},
+		DefaultBurst: defaultBurst,
 	}
 }
