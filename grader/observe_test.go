@@ -2,6 +2,7 @@ package grader
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -25,6 +26,15 @@ func judged(t *testing.T, task int, name string, judge func(g *grading)) results
 	}
 	require.Failf(t, "no check", "no check %q recorded", name)
 	return results.Check{}
+}
+
+// wantStatus is the status a check called name should have in a test that
+// expects the checks in fail to fail and every other to pass.
+func wantStatus(name string, fail []string) results.Status {
+	if slices.Contains(fail, name) {
+		return results.StatusFail
+	}
+	return results.StatusPass
 }
 
 func bucketConfig(rate, burst float64) fakegpu.Config {

@@ -139,12 +139,7 @@ func TestTask5JudgeChecks(t *testing.T) {
 			tt.change(by)
 			for _, name := range all {
 				c := judged(t, 5, name, func(g *grading) { checkTask5(g, by) })
-				want := results.StatusPass
-				for _, f := range tt.fail {
-					if f == name {
-						want = results.StatusFail
-					}
-				}
+				want := wantStatus(name, tt.fail)
 				assert.Equal(t, want, c.Status, "%s: %s", name, c.Message)
 				if want == results.StatusFail {
 					assert.Zero(t, c.Score, name)

@@ -66,12 +66,7 @@ func TestTask6KeyspaceChecks(t *testing.T) {
 			checkTask6(g, local, shared, 720, 10*time.Second, redisSeen{}, k)
 			require.Len(t, g.doc.Checks, len(task6Planned()))
 			for _, c := range g.doc.Checks {
-				want := results.StatusPass
-				for _, f := range tt.fail {
-					if c.Name == f {
-						want = results.StatusFail
-					}
-				}
+				want := wantStatus(c.Name, tt.fail)
 				assert.Equal(t, want, c.Status, "%s: %s", c.Name, c.Message)
 				if want == results.StatusFail {
 					shownFailing(t, "task6", c)

@@ -147,12 +147,7 @@ func TestTask7ScenarioChecks(t *testing.T) {
 			with := tt.with(t)
 			for _, name := range all {
 				c := judged(t, 7, name, func(g *grading) { checkTask7(g, task7Without(t), with) })
-				want := results.StatusPass
-				for _, f := range tt.fail {
-					if f == name {
-						want = results.StatusFail
-					}
-				}
+				want := wantStatus(name, tt.fail)
 				assert.Equal(t, want, c.Status, "%s: %s", name, c.Message)
 				assert.Equal(t, "with a breaker", c.Run, name)
 			}

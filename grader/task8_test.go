@@ -137,12 +137,7 @@ func TestTask8Checks(t *testing.T) {
 			tt.wrong(c)
 			for _, name := range all {
 				chk := judged(t, 8, name, func(g *grading) { checkTask8(g, c) })
-				want := results.StatusPass
-				for _, f := range tt.fail {
-					if f == name {
-						want = results.StatusFail
-					}
-				}
+				want := wantStatus(name, tt.fail)
 				assert.Equal(t, want, chk.Status, "%s: %s", name, chk.Message)
 			}
 		})
