@@ -184,7 +184,7 @@ type outstanding struct {
 // fraction), so that the whole case is drawn before it runs: rapid's draws
 // must happen outside the synctest bubble, where its panics can be caught.
 type modelStep struct {
-	kind     int     // 0 Allow, 1 report, 2 a run of calls, 3 sleep, 4 State
+	kind     int     // 0 Allow, 1 report, 2 a run of calls, 3 sleep, 4 State, 5 a round trip
 	pick     float64 // report: which call out, as a fraction of them
 	success  bool    // report: the outcome
 	outcomes []bool  // a run: the outcome of each call, true for success
@@ -206,7 +206,7 @@ func drawSteps(t *rapid.T) []modelStep {
 	steps := make([]modelStep, rapid.IntRange(1, 60).Draw(t, "steps"))
 	for i := range steps {
 		st := &steps[i]
-		switch a := rapid.IntRange(0, 9).Draw(t, "action"); {
+		switch a := rapid.IntRange(0, 10).Draw(t, "action"); {
 		case a <= 2:
 			st.kind = 0
 		case a <= 5:
@@ -232,8 +232,14 @@ func drawSteps(t *rapid.T) []modelStep {
 				frac:     rapid.Float64Range(0, 1).Draw(t, "sleep_frac"),
 				long:     time.Duration(rapid.Int64Range(1, int64(24*time.Hour)).Draw(t, "sleep_long")),
 			}
-		default:
+		case a == 9:
 			st.kind = 4
+		default:
+			// A round trip through every state back to closed, so that
+			// what a breaker carries from one closed spell into the next
+			// (counters it never resets) is tested in most cases, not
+			// only when the random steps happen to go round.
+			st.kind = 5
 		}
 	}
 	return steps
@@ -351,6 +357,57 @@ func (s *suite) runModel(cfg Settings, steps []modelStep) string {
 		}
 		return ""
 	}
+	// roundTrip takes the breaker from any state through open and
+	// half-open back to closed: failures until it opens, a sleep to the end
+	// of the cooldown, the trial calls out reported as successes and new
+	// ones until it closes. Every step is checked as it goes.
+	roundTrip := func() string {
+		note("(a round trip back to closed)")
+		wentRound := false
+		for range 2 * (m.cfg.Window + m.cfg.HalfOpenMax + 2) {
+			if msg := compare(); msg != "" {
+				return msg
+			}
+			switch m.state {
+			case Closed:
+				if wentRound {
+					return ""
+				}
+				c, msg := allow()
+				if msg == "" && c != nil {
+					msg = report(c, false)
+				}
+				if msg != "" {
+					return msg
+				}
+			case Open:
+				wentRound = true
+				d := max(0, m.until.Sub(time.Now()))
+				time.Sleep(d)
+				note("sleep %v", d)
+			case HalfOpen:
+				wentRound = true
+				for _, c := range calls {
+					if !c.reported && c.gen == m.gen {
+						if msg := report(c, true); msg != "" {
+							return msg
+						}
+					}
+				}
+				if m.state != HalfOpen {
+					continue
+				}
+				c, msg := allow()
+				if msg == "" && c != nil {
+					msg = report(c, true)
+				}
+				if msg != "" {
+					return msg
+				}
+			}
+		}
+		return ""
+	}
 	for _, st := range steps {
 		var msg string
 		switch st.kind {
@@ -377,6 +434,8 @@ func (s *suite) runModel(cfg Settings, steps []modelStep) string {
 			d := st.sleep.resolve(m, time.Now())
 			time.Sleep(d)
 			note("sleep %v", d)
+		case 5:
+			msg = roundTrip()
 		}
 		if msg == "" {
 			msg = compare()
