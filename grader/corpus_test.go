@@ -46,6 +46,11 @@ func gradeUnitWithin(t *testing.T, task Task, impl Impl, replace map[string]stri
 	opts := Options{Impl: impl, Root: repoRoot(t), UnitOnly: true, UnitTimeout: timeout, Replace: replace, allowEdited: true}
 	doc, err := Grade(context.Background(), task, opts)
 	require.NoError(t, err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("graded with seed %d (replay: grade %s --seed %d)", doc.Seed, task.ID, doc.Seed)
+		}
+	})
 	return doc
 }
 
