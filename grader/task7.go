@@ -3,6 +3,7 @@ package grader
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"ratelab/results"
@@ -41,6 +42,14 @@ const (
 	// half-open trial: within one cooldown, plus the trial itself and one
 	// 250 ms bin of the load generator's timeline.
 	task7RecoverMax = task7Cooldown + time.Second
+	// Trial calls while the dependency is dead, as the dependency recorded
+	// them with when the breaker let each through: the breaker opened at
+	// or before it first refused a call, and opens again at or after each
+	// trial, so each trial comes at least one cooldown after the first
+	// refusal or the trial before. The slack is the gap between opening and
+	// the first refusal: one request's interval at 100/s (10 ms), with room
+	// for a busy machine.
+	task7TrialSlack = 50 * time.Millisecond
 )
 
 func task7Planned() []planned {
@@ -49,6 +58,7 @@ func task7Planned() []planned {
 		{"breaker: the service's in-flight count stays small", 1},
 		{"breaker: clients get fast failures instead of 10 s waits", 1},
 		{"breaker: it closes soon after the dependency recovers", 1},
+		{"breaker: no trial call before the cooldown has passed", 1},
 	}
 }
 
@@ -146,4 +156,50 @@ func checkTask7(g *grading, without, with *results.Scenario) {
 			with.RecoveredS, task7RecoverMax.Seconds(), task7Cooldown),
 		Measured: map[string]float64{"recovered_s": with.RecoveredS}, Expected: map[string]float64{"recovered_s_max": task7RecoverMax.Seconds()},
 	}, with.RecoveredS >= 0 && with.RecoveredS <= task7RecoverMax.Seconds(), with.Run)
+	trials, early, why := task7Trials(with)
+	g.check(results.Check{
+		Name: "breaker: no trial call before the cooldown has passed", MaxScore: 1,
+		Message: fmt.Sprintf("%s; want every call the dead dependency got after the breaker first refused one to have been let through at least one cooldown (%s, less %v of slack) after that refusal or the trial before it",
+			why, task7Cooldown, task7TrialSlack),
+		Measured: map[string]float64{"trials": float64(trials), "early_trials": float64(early), "first_refusal_s": with.FirstRefusalS},
+		Expected: map[string]float64{"early_trials": 0},
+	}, with.FirstRefusalS >= 0 && early == 0, with.Run)
+}
+
+// task7Trials reads the dead dependency's record of the scenario with a
+// breaker: how many calls the breaker let through after it first refused
+// one (its trials), how many of those came less than a cooldown (less
+// task7TrialSlack) after the first refusal or the trial before, and a
+// sentence that says so.
+func task7Trials(sc *results.Scenario) (trials, early int, why string) {
+	if sc.FirstRefusalS < 0 {
+		return 0, 0, "the breaker never refused a call: it never opened"
+	}
+	last := sc.FirstRefusalS
+	shortest := -1.0
+	for _, at := range sc.DeadCallsAllowedS {
+		if at <= sc.FirstRefusalS {
+			continue // let through before the breaker opened
+		}
+		trials++
+		gap := at - last
+		if shortest < 0 || gap < shortest {
+			shortest = gap
+		}
+		// To the nanosecond, as the harness recorded it.
+		if time.Duration(math.Round(gap*1e9)) < task7Cooldown-task7TrialSlack {
+			early++
+		}
+		last = at
+	}
+	switch {
+	case trials == 0:
+		why = fmt.Sprintf("the breaker first refused a call %.2f s in and let no call through to the dead dependency after that", sc.FirstRefusalS)
+	case early == 0:
+		why = fmt.Sprintf("%d trial calls reached the dead dependency, the closest %.2f s after the refusal or trial before", trials, shortest)
+	default:
+		why = fmt.Sprintf("%d of the %d calls the breaker let through to the dead dependency after first refusing one (%.2f s in) came early, the earliest %.3f s after the refusal or trial before",
+			early, trials, sc.FirstRefusalS, shortest)
+	}
+	return trials, early, why
 }

@@ -1,6 +1,7 @@
 package grader
 
 import (
+	"slices"
 	"testing"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
@@ -49,9 +50,34 @@ func task7Scenario(t *testing.T, breaker bool, deadCalls, inFlight int64, heapMB
 		// A few refusals at fastMS, the rest at about a millisecond.
 		run.Histograms[results.OutcomeUnavailable] = task7Hist(t, map[float64]int64{1.2: n503 - n503/50 - 1, fastMS: n503/50 + 1})
 	}
-	return &results.Scenario{
+	sc := &results.Scenario{
 		Name: name, Breaker: breaker, Run: run, DeadAtS: 5, DeadForS: 10, SlowCallMS: 100, CallTimeoutS: 10,
 		DependencyCallsDead: deadCalls, InFlightMax: inFlight, HeapMaxMB: heapMB, RecoveredS: recovered,
+		FirstRefusalS: -1,
+	}
+	if breaker && n503 > 0 {
+		// As the reference: the calls before the breaker opened 0.25 s
+		// into the dead spell, then up to four trials, each 2.1 s after
+		// the one before (the 2 s cooldown from the reopening, which
+		// comes 100 ms after a trial when it is reported slow).
+		trials := min(deadCalls, 4)
+		withTrials(sc, 5.25, deadCalls-trials, task7Cooldown.Seconds()+0.1, int(trials))
+	}
+	return sc
+}
+
+// withTrials rewrites sc's record of the calls the dead dependency got:
+// the breaker first refused a call firstRefusal seconds in, before
+// which it had let through before calls (spread over the 0.25 s before),
+// and after which it let through trials calls, every gap seconds.
+func withTrials(sc *results.Scenario, firstRefusal float64, before int64, gap float64, trials int) {
+	sc.FirstRefusalS = firstRefusal
+	sc.DeadCallsAllowedS = nil
+	for i := range before {
+		sc.DeadCallsAllowedS = append(sc.DeadCallsAllowedS, firstRefusal-0.25+0.25*float64(i)/float64(before))
+	}
+	for i := range trials {
+		sc.DeadCallsAllowedS = append(sc.DeadCallsAllowedS, firstRefusal+gap*float64(i+1))
 	}
 }
 
@@ -69,10 +95,11 @@ const (
 	task7CheckInFlight = "breaker: the service's in-flight count stays small"
 	task7CheckFast     = "breaker: clients get fast failures instead of 10 s waits"
 	task7CheckRecover  = "breaker: it closes soon after the dependency recovers"
+	task7CheckTrials   = "breaker: no trial call before the cooldown has passed"
 )
 
 func TestTask7ScenarioChecks(t *testing.T) {
-	all := []string{task7CheckCalls, task7CheckInFlight, task7CheckFast, task7CheckRecover}
+	all := []string{task7CheckCalls, task7CheckInFlight, task7CheckFast, task7CheckRecover, task7CheckTrials}
 	tests := []struct {
 		name string
 		with func(t *testing.T) *results.Scenario
@@ -89,14 +116,18 @@ func TestTask7ScenarioChecks(t *testing.T) {
 		// The same at the edges of every bound (a p99 just under 50 ms:
 		// the histogram keeps 3 significant figures).
 		{"the reference on a busy machine", func(t *testing.T) *results.Scenario {
-			return task7Scenario(t, true, task7DeadCallsMax, task7InFlightMax, 9, 500, task7FastFailMS-0.1, task7RecoverMax.Seconds())
+			sc := task7Scenario(t, true, task7DeadCallsMax, task7InFlightMax, 9, 500, task7FastFailMS-0.1, task7RecoverMax.Seconds())
+			// Trials at the end of the slack; a call let through just
+			// before the first refusal counts as no trial.
+			withTrials(sc, 5.25, task7DeadCallsMax-4, (task7Cooldown - task7TrialSlack).Seconds(), 4)
+			return sc
 		}, nil},
 		// The exercise's stub, or any breaker that never opens: Allow lets
 		// every call through, so the service behaves as without one, and no
 		// client is refused at all (no 503, no histogram of them).
 		{"a breaker that never opens", func(t *testing.T) *results.Scenario {
 			return task7Scenario(t, true, 1000, 1000, 80, 0, 0, 0)
-		}, []string{task7CheckCalls, task7CheckInFlight, task7CheckFast}},
+		}, []string{task7CheckCalls, task7CheckInFlight, task7CheckFast, task7CheckTrials}},
 		// wrong/task7/cumulative-window: outcomes are counted since the
 		// breaker was made, so the 500 successes of the first 5 s must be
 		// outnumbered before it opens: about 510 calls reach the dead
@@ -110,10 +141,36 @@ func TestTask7ScenarioChecks(t *testing.T) {
 		// wrong/task7/unlimited-trials: each half-open lets every call
 		// through until the first trial is reported slow, 100/s × 100 ms
 		// = 10 calls, five times in the 10 s dead: 25 + 5 × 10 = 75
-		// calls to the dead dependency, all hanging for 10 s.
+		// calls to the dead dependency, all hanging for 10 s; the second
+		// to tenth of each group come 10 ms after the one before.
 		{"unlimited trials", func(t *testing.T) *results.Scenario {
-			return task7Scenario(t, true, 75, 75, 8, 960, 1.7, 0.25)
-		}, []string{task7CheckCalls, task7CheckInFlight}},
+			sc := task7Scenario(t, true, 75, 75, 8, 960, 1.7, 0.25)
+			withTrials(sc, 5.25, 25, 2.1, 5)
+			for _, at := range slices.Clone(sc.DeadCallsAllowedS[25:]) {
+				for i := range 9 {
+					sc.DeadCallsAllowedS = append(sc.DeadCallsAllowedS, at+0.01*float64(i+1))
+				}
+			}
+			slices.Sort(sc.DeadCallsAllowedS)
+			return sc
+		}, []string{task7CheckCalls, task7CheckInFlight, task7CheckTrials}},
+		// A cooldown of half the setting (a unit slip, or the cooldown
+		// counted from the first failure of the window): trials every
+		// 1.1 s, nine of them in the dead spell, 30 calls in all, which
+		// the count of calls lets pass; the dependency's record does not.
+		{"trials every half cooldown", func(t *testing.T) *results.Scenario {
+			sc := task7Scenario(t, true, 30, 30, 6, 950, 1.7, 0.3)
+			withTrials(sc, 5.25, 21, task7Cooldown.Seconds()/2+0.1, 9)
+			return sc
+		}, []string{task7CheckTrials}},
+		// Two trials at once now and then (HalfOpenMax ignored when two
+		// callers race): the second comes a millisecond after the first.
+		{"two trials at once", func(t *testing.T) *results.Scenario {
+			sc := task7Scenario(t, true, 26, 26, 6, 1030, 1.7, 0.7)
+			sc.DeadCallsAllowedS = append(sc.DeadCallsAllowedS, sc.DeadCallsAllowedS[len(sc.DeadCallsAllowedS)-2]+0.001)
+			slices.Sort(sc.DeadCallsAllowedS)
+			return sc
+		}, []string{task7CheckTrials}},
 		// Allow inverted (refuses while closed, lets through while open):
 		// the service refuses its clients from the start and never calls
 		// the dependency, dead or alive, so it never answers 90% again.

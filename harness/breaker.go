@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,7 +56,25 @@ type scenarioService struct {
 	inFlight atomic.Int64
 	depCalls atomic.Int64
 	depDead  atomic.Int64 // calls that reached the dependency while it was dead
+
+	// With a breaker: for each call that reached the dead dependency, when
+	// the breaker had let it through; and when the breaker first refused a
+	// call (-1 before it did). Both from t0.
+	mu           sync.Mutex
+	deadAllowed  []time.Duration // guarded by mu, at most maxDeadCalls
+	firstRefusal atomic.Int64
 }
+
+// maxDeadCalls bounds the calls to the dead dependency a scenario records:
+// a breaker lets through a few dozen; one that never opens lets through
+// Rate × DeadFor, and no check needs those past the bound.
+const maxDeadCalls = 10000
+
+// allowedHeader carries, from the service to the dependency, when the
+// breaker let the call through (nanoseconds from t0), so that the
+// dependency's record of the calls it got while dead says when each was
+// let through, not only when it arrived.
+const allowedHeader = "X-Ratelab-Allowed-Ns"
 
 func (s *scenarioService) dead(now time.Time) bool {
 	t := now.Sub(s.t0)
@@ -66,6 +86,13 @@ func (s *scenarioService) dependency(w http.ResponseWriter, r *http.Request) {
 	s.depCalls.Add(1)
 	if s.dead(time.Now()) {
 		s.depDead.Add(1)
+		if ns, err := strconv.ParseInt(r.Header.Get(allowedHeader), 10, 64); err == nil {
+			s.mu.Lock()
+			if len(s.deadAllowed) < maxDeadCalls {
+				s.deadAllowed = append(s.deadAllowed, time.Duration(ns))
+			}
+			s.mu.Unlock()
+		}
 		<-r.Context().Done() // accepted, never answered
 		return
 	}
@@ -79,9 +106,12 @@ func (s *scenarioService) serve(w http.ResponseWriter, r *http.Request) {
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
 	report := func(bool) {}
+	allowed := ""
 	if s.opts.Breaker != nil {
 		done, err := s.opts.Breaker.Allow()
+		allowed = strconv.FormatInt(int64(time.Since(s.t0)), 10)
 		if err != nil {
+			s.firstRefusal.CompareAndSwap(-1, int64(time.Since(s.t0)))
 			http.Error(w, "dependency unavailable (circuit open)", http.StatusServiceUnavailable)
 			return
 		}
@@ -91,6 +121,9 @@ func (s *scenarioService) serve(w http.ResponseWriter, r *http.Request) {
 		defer slow.Stop()
 	}
 	req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, s.depURL, nil)
+	if allowed != "" {
+		req.Header.Set(allowedHeader, allowed)
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		report(false)
@@ -110,6 +143,7 @@ func RunDependencyScenario(ctx context.Context, o DependencyScenario) (*results.
 		return nil, fmt.Errorf("%w: dependency scenario %+v", ErrBadOptions, o)
 	}
 	s := &scenarioService{opts: o}
+	s.firstRefusal.Store(-1)
 	s.client = &http.Client{Timeout: o.CallTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: 100000}}
 	defer s.client.CloseIdleConnections()
 
@@ -170,7 +204,17 @@ func RunDependencyScenario(ctx context.Context, o DependencyScenario) (*results.
 		Name: o.Name, Breaker: o.Breaker != nil, Run: run, Samples: samples,
 		DeadAtS: o.DeadAt.Seconds(), DeadForS: o.DeadFor.Seconds(), SlowCallMS: float64(o.SlowCall) / float64(time.Millisecond),
 		CallTimeoutS: o.CallTimeout.Seconds(), DependencyCalls: s.depCalls.Load(), DependencyCallsDead: s.depDead.Load(),
+		FirstRefusalS: -1,
 	}
+	if d := s.firstRefusal.Load(); d >= 0 {
+		sc.FirstRefusalS = time.Duration(d).Seconds()
+	}
+	s.mu.Lock()
+	slices.Sort(s.deadAllowed)
+	for _, d := range s.deadAllowed {
+		sc.DeadCallsAllowedS = append(sc.DeadCallsAllowedS, d.Seconds())
+	}
+	s.mu.Unlock()
 	for _, sm := range samples {
 		sc.InFlightMax = max(sc.InFlightMax, sm.InFlight)
 		sc.HeapMaxMB = max(sc.HeapMaxMB, sm.HeapMB)

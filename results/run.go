@@ -241,6 +241,13 @@ type Scenario struct {
 	// RecoveredS is how long after the dependency came back the service
 	// answered at least 90% of its clients again; -1 if it never did.
 	RecoveredS float64 `json:"recovered_s"`
+	// With a breaker: FirstRefusalS is when the breaker first refused a
+	// call, in seconds from the start (-1 if it never did), and
+	// DeadCallsAllowedS, for each call the dependency got while it was
+	// dead (its own record), when the breaker had let that call through
+	// (at most 10,000, in order).
+	FirstRefusalS     float64   `json:"first_refusal_s"`
+	DeadCallsAllowedS []float64 `json:"dead_calls_allowed_s,omitempty"`
 
 	Samples []ScenarioSample `json:"samples"`
 }
