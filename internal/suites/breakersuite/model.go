@@ -382,7 +382,7 @@ func (s *suite) runModel(cfg Settings, steps []modelStep) string {
 				}
 			case Open:
 				wentRound = true
-				d := max(0, m.until.Sub(time.Now()))
+				d := max(0, time.Until(m.until))
 				time.Sleep(d)
 				note("sleep %v", d)
 			case HalfOpen:
