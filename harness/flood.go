@@ -262,6 +262,7 @@ loop:
 
 	run := rec.finish()
 	run.Interrupted = interrupted
+	run.NoServerStats = opts.Stats == nil
 	if opts.Stats != nil {
 		// Read once more right now: "still waiting" is the line the moment
 		// the last client has its answer or has given up.

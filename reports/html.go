@@ -387,7 +387,7 @@ func runsTable(runs []*results.Run, task map[*results.Run]string) *table {
 			numCell(fmtRate(r.OfferedRPS)), numCell(fmtSeconds(r.TimeoutS)), numCell(strconv.FormatInt(r.Issued, 10)),
 			numCell(strconv.FormatInt(r.OK, 10)), numCell(predicted(r, "ok", "%.0f")), numCell(fmt.Sprintf("%.1f/s", r.GoodputRPS)),
 			numCell(msOrDash(r.OK, r.P99MS)), numCell(predicted(r, "p99_ms", "%.0f ms")),
-			numCell(strconv.FormatInt(r.ServerAfterFlood.Waiting, 10)), numCell(strconv.FormatInt(r.ServerFinal.Dead, 10)),
+			numCell(serverCount(r, r.ServerAfterFlood.Waiting)), numCell(serverCount(r, r.ServerFinal.Dead)),
 			{Text: rel, Class: cls, Title: strings.Join(r.Warnings, "; ")},
 		})
 	}

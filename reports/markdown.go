@@ -160,9 +160,9 @@ func renderMarkdown(doc *results.Document, msgRunes int, omit bool) ([]byte, boo
 					fmt.Fprintf(&b, "\n_%d more floods in results.json._\n", len(runs)-mdRows)
 					break
 				}
-				row := fmt.Sprintf("| %s | %d | %d | %s | %.1f/s | %s | %s | %d | %d |\n", mdText(r.Name, 80), r.Issued, r.OK,
+				row := fmt.Sprintf("| %s | %d | %d | %s | %.1f/s | %s | %s | %s | %s |\n", mdText(r.Name, 80), r.Issued, r.OK,
 					predicted(r, "ok", "%.0f"), r.GoodputRPS, msOrDash(r.OK, r.P99MS), predicted(r, "p99_ms", "%.0f ms"),
-					r.ServerAfterFlood.Waiting, r.ServerFinal.Dead)
+					serverCount(r, r.ServerAfterFlood.Waiting), serverCount(r, r.ServerFinal.Dead))
 				if !room(row) && omit {
 					fmt.Fprintf(&b, "\n_%d more floods in results.json._\n", len(runs)-i)
 					break

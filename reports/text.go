@@ -5,6 +5,7 @@ package reports
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -21,11 +22,11 @@ func Text(w io.Writer, doc *results.Document) error {
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "run\tsent\tok\tmodel\t429\t503\ttimeout\tgoodput/s\tp99 ok\tmodel p99\tstill waiting\tdead\tsend lag p99\t")
 		for _, r := range doc.Runs {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%d\t%.1f\t%s\t%s\t%d\t%d\t%.1f ms\t\n",
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%.1f ms\t\n",
 				r.Name, r.Issued, r.OK, predicted(r, "ok", "%.0f"),
 				r.Counts[results.OutcomeTooMany], r.Counts[results.OutcomeUnavailable], r.Counts[results.OutcomeTimeout],
 				r.GoodputRPS, msOrDash(r.OK, r.P99MS), predicted(r, "p99_ms", "%.0f ms"),
-				r.ServerAfterFlood.Waiting, r.ServerFinal.Dead, r.SendLagP99MS)
+				serverCount(r, r.ServerAfterFlood.Waiting), serverCount(r, r.ServerFinal.Dead), r.SendLagP99MS)
 		}
 		tw.Flush()
 		for _, r := range doc.Runs {
@@ -70,9 +71,12 @@ func FloodLine(w io.Writer, r *results.Run) error {
 			parts = append(parts, fmt.Sprintf("%s: %d", o, n))
 		}
 	}
-	_, err := fmt.Fprintf(w, "offered %g/s  goodput %.1f/s  {%s}  p99 %s  server: finished %d, still waiting %d, dead %d\n",
-		r.OfferedRPS, r.GoodputRPS, strings.Join(parts, ", "), msOrDash(r.OK, r.P99MS),
-		r.ServerAfterFlood.Finished, r.ServerAfterFlood.Waiting, r.ServerFinal.Dead)
+	server := fmt.Sprintf("finished %d, still waiting %d, dead %d", r.ServerAfterFlood.Finished, r.ServerAfterFlood.Waiting, r.ServerFinal.Dead)
+	if r.NoServerStats {
+		server = "not available (no /stats)"
+	}
+	_, err := fmt.Fprintf(w, "offered %g/s  goodput %.1f/s  {%s}  p99 %s  server: %s\n",
+		r.OfferedRPS, r.GoodputRPS, strings.Join(parts, ", "), msOrDash(r.OK, r.P99MS), server)
 	for _, warn := range r.Warnings {
 		if err == nil {
 			_, err = fmt.Fprintf(w, "warning: %s\n", warn)
@@ -86,6 +90,15 @@ func predicted(r *results.Run, key, format string) string {
 		return fmt.Sprintf(format, v)
 	}
 	return "-"
+}
+
+// serverCount prints a count from the server's own /stats, or "-" when
+// the flooded server had none.
+func serverCount(r *results.Run, v int64) string {
+	if r.NoServerStats {
+		return "-"
+	}
+	return strconv.FormatInt(v, 10)
 }
 
 func msOrDash(n int64, v float64) string {

@@ -60,6 +60,10 @@ type Run struct {
 	Warnings []string `json:"warnings,omitempty"`
 
 	Interrupted bool `json:"interrupted,omitempty"`
+	// NoServerStats is set when the flooded server gave no /stats (any
+	// HTTP server that is not a fake GPU): the Server* fields are then
+	// empty, not zeros it reported.
+	NoServerStats bool `json:"no_server_stats,omitempty"`
 
 	// RetryAfter summarises the Retry-After headers of the 429 and 503
 	// answers, by outcome.

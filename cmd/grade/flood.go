@@ -27,8 +27,10 @@ giving up after --timeout, and prints one line: offered load, goodput,
 outcome counts, the p99 of successes and the server's own counts.
 
 Without --url it floods a fresh in-process server in --mode; with --url it
-floods a server already running on this machine (start one with
-'grade serve'). Floods only ever target loopback addresses.
+floods a server already running on this machine: a ratelab server (start
+one with 'grade serve') at its /generate, with its own counts, or any
+other HTTP server at the URL as given, whose counts are then shown as not
+available. Floods only ever target loopback addresses.
 
 Latency is measured from each request's scheduled send time, so queueing
 inside the load generator is not hidden. If the generator fell behind its
@@ -53,7 +55,7 @@ func floodFlags(fs *flag.FlagSet) *floodOptions {
 	fs.DurationVar(&o.timeout, "timeout", harness.DefaultTimeout, "the client's timeout for each request")
 	fs.StringVar(&o.mode, "mode", "none", "mode of the fresh server: none, shed or bucket (shed and bucket run your exercises' code)")
 	fs.BoolVar(&o.solutions, "solutions", false, "in modes shed and bucket, run the reference code instead of your exercises")
-	fs.StringVar(&o.url, "url", "", "base URL of a running server, such as http://127.0.0.1:8000")
+	fs.StringVar(&o.url, "url", "", "a running server on loopback: a ratelab server's base URL, such as http://127.0.0.1:8000, or any URL to flood as given")
 	fs.StringVar(&o.clientID, "client-id", "", "send this X-Client-Id header with every request")
 	fs.BoolVar(&o.json, "json", false, "print the run as JSON instead of one line")
 	return &o
@@ -82,14 +84,21 @@ func runFlood(ctx context.Context, o *floodOptions, args []string) error {
 		opts.Header = http.Header{"X-Client-Id": []string{o.clientID}}
 	}
 	var run *results.Run
+	started := time.Now()
+	impl := grader.Exercises
+	if o.solutions {
+		impl = grader.Solutions
+	}
 	if o.url != "" {
 		run, err = floodURL(ctx, o.url, opts)
+		impl = "" // whatever the server runs, this command did not build it
 	} else {
 		run, err = floodFresh(ctx, o.mode, o.solutions, opts)
 	}
 	if run != nil {
 		if o.json {
-			doc := &results.Document{Schema: results.Schema, Task: "flood", Runs: []*results.Run{run}, Env: results.CurrentEnv("")}
+			doc := &results.Document{Schema: results.Schema, Task: "flood", Impl: string(impl), Started: started, Finished: time.Now(),
+				Runs: []*results.Run{run}, Env: results.CurrentEnv("")}
 			if jerr := doc.Encode(stdout); jerr != nil {
 				return jerr
 			}
@@ -116,21 +125,49 @@ func parseRate(s string) (float64, error) {
 	return rate, nil
 }
 
-func floodURL(ctx context.Context, base string, opts harness.Options) (*results.Run, error) {
-	base = strings.TrimSuffix(base, "/")
-	if err := harness.CheckLoopback(base); err != nil {
+// floodURL floods a server already running on loopback. A fake GPU (one
+// whose /stats answers as ratelab's) is flooded at /generate with its own
+// counts beside the client's; any other HTTP server is flooded at target
+// as given, and its server counts are marked not available.
+func floodURL(ctx context.Context, target string, opts harness.Options) (*results.Run, error) {
+	if err := harness.CheckLoopback(target); err != nil {
 		return nil, usageError{err.Error()}
 	}
+	base := strings.TrimSuffix(target, "/")
 	stats := harness.HTTPStats(base)
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	_, err := stats(pctx)
+	_, serr := stats(pctx)
 	cancel()
-	if err != nil {
-		return nil, usagef("cannot reach a ratelab server at %s (%v); start one with 'grade serve'", base, err)
+	if serr == nil {
+		opts.URL = base + "/generate"
+		opts.Stats = stats
+		return harness.Flood(ctx, opts)
 	}
-	opts.URL = base + "/generate"
-	opts.Stats = stats
+	if err := reachable(ctx, target); err != nil {
+		return nil, usagef("cannot reach %s (%v); start a server there first, such as 'grade serve'", target, err)
+	}
+	fmt.Fprintf(stderr, "%s has no ratelab /stats: flooding %s as given; the server's own counts are not available\n", base, target)
+	opts.URL = target
 	return harness.Flood(ctx, opts)
+}
+
+// reachable reports whether an HTTP server answers GET target at all,
+// whatever its status.
+func reachable(ctx context.Context, target string) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return err
+	}
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
 }
 
 // floodFresh floods a fresh server: in-process for mode none, or a child

@@ -8,11 +8,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -399,12 +403,46 @@ func TestInterruptedTaskWritesPartialResults(t *testing.T) {
 }
 
 func TestFloodJSON(t *testing.T) {
+	before := time.Now()
 	code, out, errOut := runCapture(t, context.Background(), "flood", "20", "--seconds", "0.5", "--json")
 	require.Equal(t, exitPass, code, errOut)
 	var doc results.Document
 	require.NoError(t, json.Unmarshal([]byte(out), &doc))
 	require.Len(t, doc.Runs, 1)
 	assert.Equal(t, int64(10), doc.Runs[0].OK)
+	assert.Equal(t, string(grader.Exercises), doc.Impl)
+	assert.False(t, doc.Started.Before(before.Truncate(time.Second)), "started %v, before the command ran", doc.Started)
+	assert.GreaterOrEqual(t, doc.Finished.Sub(doc.Started), 500*time.Millisecond, "finished after the half-second flood")
+	assert.False(t, doc.Runs[0].NoServerStats, "the in-process fake GPU has /stats")
+}
+
+// A server on loopback that is not ratelab's (no /stats) is flooded at the
+// URL as given, its counts marked not available instead of shown as zeros.
+func TestFloodAnyServer(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/hello" {
+			http.NotFound(w, r)
+			return
+		}
+		hits.Add(1)
+		_, _ = io.WriteString(w, "hi\n")
+	}))
+	defer srv.Close()
+	code, out, errOut := runCapture(t, context.Background(), "flood", "40", "--seconds", "0.5", "--url", srv.URL+"/hello")
+	require.Equal(t, exitPass, code, errOut)
+	assert.Contains(t, errOut, "has no ratelab /stats")
+	assert.Contains(t, out, "200: 20")
+	assert.Contains(t, out, "server: not available (no /stats)")
+	assert.Equal(t, int64(20), hits.Load()-1, "20 flooded requests, after the one that checked the server answers")
+
+	code, out, errOut = runCapture(t, context.Background(), "flood", "20", "--seconds", "0.5", "--url", srv.URL+"/hello", "--json")
+	require.Equal(t, exitPass, code, errOut)
+	var doc results.Document
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	require.Len(t, doc.Runs, 1)
+	assert.True(t, doc.Runs[0].NoServerStats)
+	assert.Empty(t, doc.Impl, "the command built no code for a server it did not start")
 }
 
 // grade report turns a results.json graded earlier into Classroom's result,
