@@ -13,13 +13,13 @@ import (
 
 var cmdAmplify = &command{
 	Name:      "amplify",
-	UsageLine: "amplify [--budget] [--solutions]",
+	UsageLine: "amplify [--budget] [--solutions] [--json]",
 	Short:     "show how retries amplify load on an overloaded server",
 	Long: `Amplify sends 100 calls per second for 10 s to the unprotected server (80/s
 capacity), each call retried by your task 4 retry loop. By default retries
 go out at once, up to 3 of them; with --budget they back off with full jitter
 and a 10% retry budget. It prints the attempts per second the server itself
-counted.`,
+counted; --json prints the run as a results document instead.`,
 	Run: withFlags(amplifyFlags, runAmplify),
 }
 
@@ -27,12 +27,14 @@ counted.`,
 type amplifyOptions struct {
 	budget    bool
 	solutions bool
+	json      bool
 }
 
 func amplifyFlags(fs *flag.FlagSet) *amplifyOptions {
 	var o amplifyOptions
 	fs.BoolVar(&o.budget, "budget", false, "back off with full jitter and a 10% retry budget")
 	fs.BoolVar(&o.solutions, "solutions", false, "use the reference retry loop instead of your exercises")
+	fs.BoolVar(&o.json, "json", false, "print the run as a results document (JSON) instead of text")
 	return &o
 }
 
@@ -44,6 +46,7 @@ func runAmplify(ctx context.Context, o *amplifyOptions, args []string) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	started := time.Now()
 	bin, cleanup, err := grader.BuildTool(ctx, root, implFlag(o.solutions), "storm")
 	if err != nil {
 		return err
@@ -62,6 +65,9 @@ func runAmplify(ctx context.Context, o *amplifyOptions, args []string) error {
 	err = grader.RunJSON(ctx, 2*time.Minute, &st, bin, append([]string{"--url", srv.URL, "--kind", "amplify", "--rate", "100", "--seconds", "10", "--limit", "40s"}, retry...)...)
 	if err != nil {
 		return err
+	}
+	if o.json {
+		return writeMeasured("amplify", implFlag(o.solutions), started, func(doc *results.Document) { doc.Storms = []*results.Storm{&st} })
 	}
 	var perSecond []string
 	for t := 1; t <= 12; t++ {

@@ -97,9 +97,7 @@ func runFlood(ctx context.Context, o *floodOptions, args []string) error {
 	}
 	if run != nil {
 		if o.json {
-			doc := &results.Document{Schema: results.Schema, Task: "flood", Impl: string(impl), Started: started, Finished: time.Now(),
-				Runs: []*results.Run{run}, Env: results.CurrentEnv("")}
-			if jerr := doc.Encode(stdout); jerr != nil {
+			if jerr := writeMeasured("flood", impl, started, func(doc *results.Document) { doc.Runs = []*results.Run{run} }); jerr != nil {
 				return jerr
 			}
 		} else if perr := reports.FloodLine(stdout, run); perr != nil {

@@ -13,14 +13,15 @@ import (
 
 var cmdJudge = &command{
 	Name:      "judge",
-	UsageLine: "judge [N] [--strategy all|naive|sleep1|polite|polite-cached] [--solutions]",
+	UsageLine: "judge [N] [--strategy all|naive|sleep1|polite|polite-cached] [--solutions] [--json]",
 	Short:     "run N relevance judgments against the fake LLM API with four strategies",
 	Long: `Judge runs task 5's scenario: N judgments (2,000 by default), each a prompt of
 about 3,000 tokens, against a fresh fake API, with the naive fire-everything
 client, the sleep(1) retry loop, your polite client (exercises/llmclient;
 --solutions for the reference), and your polite client with the shared
 prefix cached. For each it prints what the API counted: completed, 429s,
-attempts, wall time and the theoretical minimum max(N/RPM, tokens/ITPM).`,
+attempts, wall time and the theoretical minimum max(N/RPM, tokens/ITPM).
+--json prints the judge's report as a results document instead.`,
 	Run: withFlags(judgeFlags, runJudge),
 }
 
@@ -28,12 +29,14 @@ attempts, wall time and the theoretical minimum max(N/RPM, tokens/ITPM).`,
 type judgeOptions struct {
 	strategy  string
 	solutions bool
+	json      bool
 }
 
 func judgeFlags(fs *flag.FlagSet) *judgeOptions {
 	var o judgeOptions
 	fs.StringVar(&o.strategy, "strategy", "all", "naive, sleep1, polite, polite-cached or all")
 	fs.BoolVar(&o.solutions, "solutions", false, "use the reference client instead of your exercises")
+	fs.BoolVar(&o.json, "json", false, "print the report as a results document (JSON) instead of a table")
 	return &o
 }
 
@@ -58,6 +61,7 @@ func runJudge(ctx context.Context, o *judgeOptions, args []string) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	started := time.Now()
 	bin, cleanup, err := grader.BuildTool(ctx, root, implFlag(o.solutions), "judge")
 	if err != nil {
 		return err
@@ -66,6 +70,9 @@ func runJudge(ctx context.Context, o *judgeOptions, args []string) error {
 	var rep results.JudgeReport
 	if err := grader.RunJSON(ctx, 15*time.Minute, &rep, bin, "--in-process", "--strategy", o.strategy, "--n", fmt.Sprint(n)); err != nil {
 		return err
+	}
+	if o.json {
+		return writeMeasured("judge", implFlag(o.solutions), started, func(doc *results.Document) { doc.Judge = &rep })
 	}
 	fmt.Fprintf(stdout, "%-14s %10s %8s %9s %9s %9s %7s\n", "strategy", "completed", "429s", "attempts", "wall", "minimum", "ratio")
 	for _, s := range rep.Strategies {

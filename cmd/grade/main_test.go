@@ -493,3 +493,33 @@ func TestReportFormats(t *testing.T) {
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errOut, `--format "xml"`)
 }
+
+// The measuring commands print, under --json, a results document with
+// their measurement, when they ran and with which tree's code.
+func TestMeasuringCommandsJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the storm and judge tools")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	decode := func(t *testing.T, args ...string) *results.Document {
+		t.Helper()
+		code, out, errOut := runCapture(t, ctx, args...)
+		require.Equal(t, exitPass, code, errOut)
+		doc, err := results.Decode(strings.NewReader(out))
+		require.NoError(t, err, "stdout is one results document")
+		assert.Equal(t, args[0], doc.Task)
+		assert.Equal(t, string(grader.Solutions), doc.Impl)
+		assert.True(t, doc.Finished.After(doc.Started), "started %v, finished %v", doc.Started, doc.Finished)
+		return doc
+	}
+	doc := decode(t, "storm", "16", "--solutions", "--json")
+	require.Len(t, doc.Storms, 1)
+	assert.Equal(t, 16, doc.Storms[0].Clients)
+	assert.Equal(t, int64(16), doc.Storms[0].Succeeded)
+
+	doc = decode(t, "judge", "20", "--strategy", "polite", "--solutions", "--json")
+	require.NotNil(t, doc.Judge)
+	require.Len(t, doc.Judge.Strategies, 1)
+	assert.Equal(t, int64(20), doc.Judge.Strategies[0].Completed)
+}

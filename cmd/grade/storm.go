@@ -14,7 +14,7 @@ import (
 
 var cmdStorm = &command{
 	Name:      "storm",
-	UsageLine: "storm [N] [--no-jitter] [--honor-retry-after] [--solutions]",
+	UsageLine: "storm [N] [--no-jitter] [--honor-retry-after] [--solutions] [--json]",
 	Short:     "run a retry storm: N clients at once against the shedding server",
 	Long: `Storm starts the shedding server (8 slots, line 16), then N clients (400 by
 default), each with its own connection, call it at the same instant and retry
@@ -23,7 +23,8 @@ base 100 ms, cap 5 s, 12 tries. It prints the attempts, when the last client
 was done against the ideal N × 100 ms / 8, and the sends per 250 ms.
 
 With --honor-retry-after the clients honour Retry-After and the server spreads
-it over a calendar at its capacity (see docs/STORM.md).`,
+it over a calendar at its capacity (see docs/STORM.md). --json prints the
+storm as a results document instead.`,
 	Run: withFlags(stormFlags, runStorm),
 }
 
@@ -32,6 +33,7 @@ type stormOptions struct {
 	noJitter        bool
 	honorRetryAfter bool
 	solutions       bool
+	json            bool
 }
 
 func stormFlags(fs *flag.FlagSet) *stormOptions {
@@ -40,6 +42,7 @@ func stormFlags(fs *flag.FlagSet) *stormOptions {
 	fs.Bool("jitter", true, "full jitter (the default; --no-jitter turns it off)")
 	fs.BoolVar(&o.honorRetryAfter, "honor-retry-after", false, "honour Retry-After, against a server that spreads it")
 	fs.BoolVar(&o.solutions, "solutions", false, "use the reference retry loop instead of your exercises")
+	fs.BoolVar(&o.json, "json", false, "print the storm as a results document (JSON) instead of text")
 	return &o
 }
 
@@ -59,6 +62,7 @@ func runStorm(ctx context.Context, o *stormOptions, args []string) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	started := time.Now()
 	impl := implFlag(o.solutions)
 	bin, cleanup, err := grader.BuildTool(ctx, root, impl, "storm")
 	if err != nil {
@@ -80,6 +84,9 @@ func runStorm(ctx context.Context, o *stormOptions, args []string) error {
 		fmt.Sprintf("--jitter=%t", !o.noJitter), fmt.Sprintf("--honor-retry-after=%t", o.honorRetryAfter))
 	if err != nil {
 		return err
+	}
+	if o.json {
+		return writeMeasured("storm", impl, started, func(doc *results.Document) { doc.Storms = []*results.Storm{&st} })
 	}
 	ideal := float64(n) * 0.1 / 8
 	fmt.Fprintf(stdout, "attempts %d  last done %.1fs  ideal %.1fs  succeeded %d of %d  empty bins %.0f%%\n",
