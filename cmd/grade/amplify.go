@@ -13,13 +13,16 @@ import (
 
 var cmdAmplify = &command{
 	Name:      "amplify",
-	UsageLine: "amplify [--budget] [--solutions] [--json]",
+	UsageLine: "amplify [--budget] [--solutions] [--url http://127.0.0.1:8000] [--json]",
 	Short:     "show how retries amplify load on an overloaded server",
 	Long: `Amplify sends 100 calls per second for 10 s to the unprotected server (80/s
 capacity), each call retried by your task 4 retry loop. By default retries
 go out at once, up to 3 of them; with --budget they back off with full jitter
 and a 10% retry budget. It prints the attempts per second the server itself
-counted; --json prints the run as a results document instead.`,
+counted; --json prints the run as a results document instead.
+
+--url sends them to a ratelab server already running on loopback instead
+of a fresh unprotected one, such as your own under 'grade serve'.`,
 	Run: withFlags(amplifyFlags, runAmplify),
 }
 
@@ -27,6 +30,7 @@ counted; --json prints the run as a results document instead.`,
 type amplifyOptions struct {
 	budget    bool
 	solutions bool
+	url       string
 	json      bool
 }
 
@@ -34,6 +38,7 @@ func amplifyFlags(fs *flag.FlagSet) *amplifyOptions {
 	var o amplifyOptions
 	fs.BoolVar(&o.budget, "budget", false, "back off with full jitter and a 10% retry budget")
 	fs.BoolVar(&o.solutions, "solutions", false, "use the reference retry loop instead of your exercises")
+	fs.StringVar(&o.url, "url", "", "send to a ratelab server already running on loopback, such as http://127.0.0.1:8000, instead of a fresh one")
 	fs.BoolVar(&o.json, "json", false, "print the run as a results document (JSON) instead of text")
 	return &o
 }
@@ -46,23 +51,32 @@ func runAmplify(ctx context.Context, o *amplifyOptions, args []string) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	url := o.url
+	if url != "" { // before building, to fail at once
+		if url, err = ratelabServer(ctx, url); err != nil {
+			return err
+		}
+	}
 	started := time.Now()
 	bin, cleanup, err := grader.BuildTool(ctx, root, implFlag(o.solutions), "storm")
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	srv, err := grader.StartServer(ctx, root, grader.Solutions, "--mode", "none", "--port", "0")
-	if err != nil {
-		return err
+	if url == "" {
+		srv, err := grader.StartServer(ctx, root, grader.Solutions, "--mode", "none", "--port", "0")
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+		url = srv.URL
 	}
-	defer srv.Stop()
 	retry := []string{"--tries", "4", "--base", "1ns", "--cap", "1ns", "--jitter=false"}
 	if o.budget {
 		retry = []string{"--tries", "4", "--base", "100ms", "--cap", "5s", "--jitter=true", "--budget", "0.1"}
 	}
 	var st results.Storm
-	err = grader.RunJSON(ctx, 2*time.Minute, &st, bin, append([]string{"--url", srv.URL, "--kind", "amplify", "--rate", "100", "--seconds", "10", "--limit", "40s"}, retry...)...)
+	err = grader.RunJSON(ctx, 2*time.Minute, &st, bin, append([]string{"--url", url, "--kind", "amplify", "--rate", "100", "--seconds", "10", "--limit", "40s"}, retry...)...)
 	if err != nil {
 		return err
 	}

@@ -149,6 +149,23 @@ func floodURL(ctx context.Context, target string, opts harness.Options) (*result
 	return harness.Flood(ctx, opts)
 }
 
+// ratelabServer checks that target is a ratelab server on loopback (its
+// /stats answers as a fake GPU's) and returns its base URL, without a
+// trailing slash. The storms need one: they read each call's attempts
+// from the server's own records.
+func ratelabServer(ctx context.Context, target string) (string, error) {
+	if err := harness.CheckLoopback(target); err != nil {
+		return "", usageError{err.Error()}
+	}
+	base := strings.TrimSuffix(target, "/")
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := harness.HTTPStats(base)(pctx); err != nil {
+		return "", usagef("no ratelab server at %s (%v); start one with 'grade serve', such as 'grade serve --mode shed --port 8000'", base, err)
+	}
+	return base, nil
+}
+
 // reachable reports whether an HTTP server answers GET target at all,
 // whatever its status.
 func reachable(ctx context.Context, target string) error {

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"ratelab/fakegpu"
 	"ratelab/grader"
 	"ratelab/results"
 )
@@ -66,6 +67,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"flood", "100", "--mode", "turbo"}, `unknown mode "turbo"`},
 		{[]string{"flood", "100", "--url", "http://192.168.1.10:8000"}, "only target loopback"},
 		{[]string{"flood", "100", "--url", "http://127.0.0.1:1"}, "cannot reach"},
+		{[]string{"storm", "--url", "http://192.168.1.10:8000"}, "only target loopback"},
+		{[]string{"storm", "--url", "http://127.0.0.1:1"}, "no ratelab server at http://127.0.0.1:1"},
+		{[]string{"amplify", "--url", "http://127.0.0.1:1/"}, "no ratelab server at http://127.0.0.1:1"},
 		{[]string{"flood", "100", "--bogus"}, "flag provided but not defined"},
 		{[]string{"serve", "--port", busyPort}, "already in use"},
 		{[]string{"serve", "--port", "70000"}, "--port 70000"},
@@ -517,6 +521,18 @@ func TestMeasuringCommandsJSON(t *testing.T) {
 	require.Len(t, doc.Storms, 1)
 	assert.Equal(t, 16, doc.Storms[0].Clients)
 	assert.Equal(t, int64(16), doc.Storms[0].Succeeded)
+
+	// --url: a server already running, here an unprotected fake GPU in
+	// this process, whose own records count the storm's attempts.
+	srv, err := fakegpu.New(fakegpu.DefaultConfig())
+	require.NoError(t, err)
+	in, err := fakegpu.Listen(srv, "127.0.0.1:0")
+	require.NoError(t, err)
+	defer in.Close()
+	doc = decode(t, "storm", "16", "--solutions", "--url", in.URL, "--json")
+	require.Len(t, doc.Storms, 1)
+	assert.Equal(t, int64(16), doc.Storms[0].Succeeded)
+	assert.Equal(t, int64(16), srv.Stats().Received, "the running server got the storm")
 
 	doc = decode(t, "judge", "20", "--strategy", "polite", "--solutions", "--json")
 	require.NotNil(t, doc.Judge)

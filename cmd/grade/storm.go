@@ -14,7 +14,7 @@ import (
 
 var cmdStorm = &command{
 	Name:      "storm",
-	UsageLine: "storm [N] [--no-jitter] [--honor-retry-after] [--solutions] [--json]",
+	UsageLine: "storm [N] [--no-jitter] [--honor-retry-after] [--solutions] [--url http://127.0.0.1:8000] [--json]",
 	Short:     "run a retry storm: N clients at once against the shedding server",
 	Long: `Storm starts the shedding server (8 slots, line 16), then N clients (400 by
 default), each with its own connection, call it at the same instant and retry
@@ -24,7 +24,11 @@ was done against the ideal N × 100 ms / 8, and the sends per 250 ms.
 
 With --honor-retry-after the clients honour Retry-After and the server spreads
 it over a calendar at its capacity (see docs/STORM.md). --json prints the
-storm as a results document instead.`,
+storm as a results document instead.
+
+--url storms a ratelab server already running on loopback instead of a
+fresh one, such as your own shedding code under 'grade serve --mode shed'
+(with --spread-retry-after for --honor-retry-after to mean anything).`,
 	Run: withFlags(stormFlags, runStorm),
 }
 
@@ -33,6 +37,7 @@ type stormOptions struct {
 	noJitter        bool
 	honorRetryAfter bool
 	solutions       bool
+	url             string
 	json            bool
 }
 
@@ -42,6 +47,7 @@ func stormFlags(fs *flag.FlagSet) *stormOptions {
 	fs.Bool("jitter", true, "full jitter (the default; --no-jitter turns it off)")
 	fs.BoolVar(&o.honorRetryAfter, "honor-retry-after", false, "honour Retry-After, against a server that spreads it")
 	fs.BoolVar(&o.solutions, "solutions", false, "use the reference retry loop instead of your exercises")
+	fs.StringVar(&o.url, "url", "", "storm a ratelab server already running on loopback, such as http://127.0.0.1:8000, instead of a fresh one")
 	fs.BoolVar(&o.json, "json", false, "print the storm as a results document (JSON) instead of text")
 	return &o
 }
@@ -62,6 +68,12 @@ func runStorm(ctx context.Context, o *stormOptions, args []string) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	url, what := o.url, "a server already running"
+	if url != "" { // before building, to fail at once
+		if url, err = ratelabServer(ctx, url); err != nil {
+			return err
+		}
+	}
 	started := time.Now()
 	impl := implFlag(o.solutions)
 	bin, cleanup, err := grader.BuildTool(ctx, root, impl, "storm")
@@ -69,18 +81,21 @@ func runStorm(ctx context.Context, o *stormOptions, args []string) error {
 		return err
 	}
 	defer cleanup()
-	serverArgs := []string{"--mode", "shed", "--port", "0"}
-	if o.honorRetryAfter {
-		serverArgs = append(serverArgs, "--spread-retry-after")
+	if url == "" {
+		serverArgs := []string{"--mode", "shed", "--port", "0"}
+		if o.honorRetryAfter {
+			serverArgs = append(serverArgs, "--spread-retry-after")
+		}
+		srv, err := grader.StartServer(ctx, root, grader.Solutions, serverArgs...)
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+		url, what = srv.URL, "shedding"
 	}
-	srv, err := grader.StartServer(ctx, root, grader.Solutions, serverArgs...)
-	if err != nil {
-		return err
-	}
-	defer srv.Stop()
-	fmt.Fprintf(stderr, "%d clients at once against %s (shedding), retry loop from %s/ ...\n", n, srv.URL, impl)
+	fmt.Fprintf(stderr, "%d clients at once against %s (%s), retry loop from %s/ ...\n", n, url, what, impl)
 	var st results.Storm
-	err = grader.RunJSON(ctx, 3*time.Minute, &st, bin, "--url", srv.URL, "--kind", "storm", "--clients", fmt.Sprint(n),
+	err = grader.RunJSON(ctx, 3*time.Minute, &st, bin, "--url", url, "--kind", "storm", "--clients", fmt.Sprint(n),
 		fmt.Sprintf("--jitter=%t", !o.noJitter), fmt.Sprintf("--honor-retry-after=%t", o.honorRetryAfter))
 	if err != nil {
 		return err
