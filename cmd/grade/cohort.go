@@ -75,8 +75,12 @@ func runCohort(_ context.Context, o *cohortOptions, args []string) error {
 }
 
 // cohortDir is a new folder under ratelab-runs/ for a cohort report.
-func cohortDir() string {
-	base := filepath.Join("ratelab-runs", "cohort-"+time.Now().UTC().Format("20060102-150405"))
+func cohortDir() string { return newRunDir("cohort") }
+
+// newRunDir is a folder under ratelab-runs/ named after kind and the time,
+// that no earlier run has used.
+func newRunDir(kind string) string {
+	base := filepath.Join("ratelab-runs", kind+"-"+time.Now().UTC().Format("20060102-150405"))
 	dir := base
 	for i := 2; ; i++ {
 		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {

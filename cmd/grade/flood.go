@@ -20,7 +20,7 @@ import (
 
 var cmdFlood = &command{
 	Name:      "flood",
-	UsageLine: "flood RATE [--seconds 10] [--timeout 1s] [--mode none] [--url http://127.0.0.1:8000] [--client-id ID] [--json]",
+	UsageLine: "flood RATE|--rates R1,R2,... [--seconds 10] [--timeout 1s] [--mode none] [--url http://127.0.0.1:8000] [--client-id ID] [--out DIR] [--json]",
 	Short:     "send an open-loop flood and print one line of results",
 	Long: `Flood sends RATE requests per second to /generate for --seconds, each client
 giving up after --timeout, and prints one line: offered load, goodput,
@@ -34,7 +34,12 @@ available. Floods only ever target loopback addresses.
 
 Latency is measured from each request's scheduled send time, so queueing
 inside the load generator is not hidden. If the generator fell behind its
-schedule the line says so.`,
+schedule the line says so.
+
+--rates 80,120,160,240 sweeps instead of one RATE: a fresh server in --mode
+for each rate, one line each, then results.json and an HTML page with
+goodput against offered load beside the model's curve, written to --out
+(default: a new folder under ratelab-runs/).`,
 	Run: withFlags(floodFlags, runFlood),
 }
 
@@ -46,6 +51,8 @@ type floodOptions struct {
 	solutions bool
 	url       string
 	clientID  string
+	rates     string
+	out       string
 	json      bool
 }
 
@@ -57,23 +64,28 @@ func floodFlags(fs *flag.FlagSet) *floodOptions {
 	fs.BoolVar(&o.solutions, "solutions", false, "in modes shed and bucket, run the reference code instead of your exercises")
 	fs.StringVar(&o.url, "url", "", "a running server on loopback: a ratelab server's base URL, such as http://127.0.0.1:8000, or any URL to flood as given")
 	fs.StringVar(&o.clientID, "client-id", "", "send this X-Client-Id header with every request")
+	fs.StringVar(&o.rates, "rates", "", "sweep these rates, comma-separated, such as 80,120,160,240, each against a fresh server")
+	fs.StringVar(&o.out, "out", "", "with --rates: write results.json and the report into this folder (default: a new folder under ratelab-runs/)")
 	fs.BoolVar(&o.json, "json", false, "print the run as JSON instead of one line")
 	return &o
 }
 
 func runFlood(ctx context.Context, o *floodOptions, args []string) error {
+	if o.rates != "" {
+		return runSweep(ctx, o, args)
+	}
+	if o.out != "" {
+		return usagef("--out goes with --rates; one flood prints its run (--json for the document)")
+	}
 	if len(args) != 1 {
-		return usagef("want exactly one RATE in requests per second, such as 'grade flood 120'")
+		return usagef("want exactly one RATE in requests per second, such as 'grade flood 120', or --rates")
 	}
 	rate, err := parseRate(args[0])
 	if err != nil {
 		return err
 	}
-	if math.IsNaN(o.seconds) || o.seconds <= 0 || o.seconds > harness.MaxDuration.Seconds() {
-		return usagef("--seconds %v: want more than 0 and at most %v", o.seconds, harness.MaxDuration.Seconds())
-	}
-	if o.timeout <= 0 || o.timeout > harness.MaxTimeout {
-		return usagef("--timeout %s: want more than 0 and at most %s", o.timeout, harness.MaxTimeout)
+	if err := checkFloodFlags(o); err != nil {
+		return err
 	}
 	opts := harness.Options{
 		Rate:     rate,
@@ -108,6 +120,17 @@ func runFlood(ctx context.Context, o *floodOptions, args []string) error {
 		return usageError{err.Error()}
 	}
 	return err
+}
+
+// checkFloodFlags refuses a flood's out-of-range --seconds and --timeout.
+func checkFloodFlags(o *floodOptions) error {
+	if math.IsNaN(o.seconds) || o.seconds <= 0 || o.seconds > harness.MaxDuration.Seconds() {
+		return usagef("--seconds %v: want more than 0 and at most %v", o.seconds, harness.MaxDuration.Seconds())
+	}
+	if o.timeout <= 0 || o.timeout > harness.MaxTimeout {
+		return usagef("--timeout %s: want more than 0 and at most %s", o.timeout, harness.MaxTimeout)
+	}
+	return nil
 }
 
 // parseRate reads a request rate, refusing zero, negative, NaN and absurd
@@ -215,8 +238,11 @@ func floodFresh(ctx context.Context, modeName string, solutions bool, opts harne
 		opts.Stats = harness.HTTPStats(srv.URL)
 		fmt.Fprintf(stderr, "flooding it at %g req/s for %s ...\n", opts.Rate, opts.Duration)
 		run, err := harness.Flood(ctx, opts)
-		if p := srv.Panics(); p != "" && run != nil {
-			run.Warnings = append(run.Warnings, "the server's handler panicked: "+p)
+		if run != nil {
+			run.Server = serverRecord(mode)
+			if p := srv.Panics(); p != "" {
+				run.Warnings = append(run.Warnings, "the server's handler panicked: "+p)
+			}
 		}
 		return run, err
 	}
@@ -235,5 +261,18 @@ func floodFresh(ctx context.Context, modeName string, solutions bool, opts harne
 	opts.Stats = harness.ServerStats(srv)
 	fmt.Fprintf(stderr, "flooding an in-process server (%s, capacity %.0f req/s) at %g req/s for %s ...\n",
 		mode, cfg.Capacity(), opts.Rate, opts.Duration)
-	return harness.Flood(ctx, opts)
+	run, err := harness.Flood(ctx, opts)
+	if run != nil {
+		run.Server = serverRecord(mode)
+	}
+	return run, err
+}
+
+// serverRecord is how a run records a fresh server in mode, which flood
+// starts with the defaults.
+func serverRecord(mode fakegpu.Mode) *results.Server {
+	cfg := fakegpu.DefaultConfig()
+	cfg.Mode = mode
+	r := cfg.Record()
+	return &r
 }

@@ -67,6 +67,12 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"flood", "100", "--mode", "turbo"}, `unknown mode "turbo"`},
 		{[]string{"flood", "100", "--url", "http://192.168.1.10:8000"}, "only target loopback"},
 		{[]string{"flood", "100", "--url", "http://127.0.0.1:1"}, "cannot reach"},
+		{[]string{"flood", "--rates", "80,abc"}, `rate "abc"`},
+		{[]string{"flood", "120", "--rates", "80,120"}, "--rates replaces RATE"},
+		{[]string{"flood", "--rates", "80", "--url", "http://127.0.0.1:8000"}, "fresh server for each rate"},
+		{[]string{"flood", "--rates", "80", "--mode", "redis"}, "sweeps modes none, shed and bucket"},
+		{[]string{"flood", "--rates", strings.Repeat("80,", 20) + "80"}, "at most 20"},
+		{[]string{"flood", "120", "--out", "x"}, "--out goes with --rates"},
 		{[]string{"storm", "--url", "http://192.168.1.10:8000"}, "only target loopback"},
 		{[]string{"storm", "--url", "http://127.0.0.1:1"}, "no ratelab server at http://127.0.0.1:1"},
 		{[]string{"amplify", "--url", "http://127.0.0.1:1/"}, "no ratelab server at http://127.0.0.1:1"},
@@ -418,6 +424,33 @@ func TestFloodJSON(t *testing.T) {
 	assert.False(t, doc.Started.Before(before.Truncate(time.Second)), "started %v, before the command ran", doc.Started)
 	assert.GreaterOrEqual(t, doc.Finished.Sub(doc.Started), 500*time.Millisecond, "finished after the half-second flood")
 	assert.False(t, doc.Runs[0].NoServerStats, "the in-process fake GPU has /stats")
+}
+
+// --rates floods a fresh server at each rate and writes one document with
+// its report: task 1's page, goodput against offered load.
+func TestFloodSweep(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sweep")
+	code, out, errOut := runCapture(t, context.Background(), "flood", "--rates", "40,20", "--seconds", "0.5", "--out", dir)
+	require.Equal(t, exitPass, code, errOut)
+	assert.Contains(t, out, "offered 40/s")
+	assert.Contains(t, out, "offered 20/s")
+	f, err := os.Open(filepath.Join(dir, "results.json"))
+	require.NoError(t, err)
+	defer f.Close()
+	doc, err := results.Decode(f)
+	require.NoError(t, err)
+	require.Len(t, doc.Runs, 2)
+	for i, want := range []int64{20, 10} {
+		r := doc.Runs[i]
+		assert.Equal(t, "task1", r.Task)
+		assert.Equal(t, want, r.OK)
+		require.NotNil(t, r.Server, "the run records its fresh server")
+		assert.Equal(t, "none", r.Server.Mode)
+	}
+	assert.FileExists(t, filepath.Join(dir, "task1.html"))
+	code, _, errOut = runCapture(t, context.Background(), "flood", "--rates", "40", "--seconds", "0.5", "--out", dir)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "already holds a results.json")
 }
 
 // A server on loopback that is not ratelab's (no /stats) is flooded at the
