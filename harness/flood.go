@@ -109,6 +109,10 @@ type Options struct {
 	// operating system's network: an in-memory network (internal/vnet)
 	// for a flood in virtual time. The URL's host must still be loopback.
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+	// ServerElsewhere says the server runs in another process, so only the
+	// client's own sockets count against this process's open-file limit;
+	// otherwise both ends of every connection may be here.
+	ServerElsewhere bool
 
 	// maxWorkers caps vegeta's workers. Only tests set it, to show what a
 	// capped client pool hides; floods never cap.
@@ -176,6 +180,17 @@ func CheckLoopback(rawURL string) error {
 	return nil
 }
 
+// fileNeed is how many files a flood of opts may hold open at once: a
+// socket for every request that may be in flight (rate × timeout), twice
+// when the server may be in this process too, and room for the rest.
+func fileNeed(opts Options) uint64 {
+	inFlight := uint64(math.Ceil(opts.Rate * opts.Timeout.Seconds()))
+	if !opts.ServerElsewhere {
+		inFlight *= 2
+	}
+	return inFlight + 256
+}
+
 // Flood sends opts.Rate requests per second for opts.Duration, open-loop,
 // and returns what happened. When ctx ends it stops sending, cancels the
 // requests in flight and returns the partial run marked Interrupted, with
@@ -186,9 +201,7 @@ func Flood(ctx context.Context, opts Options) (*results.Run, error) {
 	}
 	count := uint64(math.Floor(opts.Rate * opts.Duration.Seconds()))
 	if opts.Dial == nil {
-		inFlight := math.Ceil(opts.Rate * opts.Timeout.Seconds())
-		// Both ends may live in this process, so count each socket twice.
-		if _, err := RaiseFileLimit(uint64(2*inFlight) + 256); err != nil {
+		if _, err := RaiseFileLimit(fileNeed(opts)); err != nil {
 			return nil, err
 		}
 	}

@@ -155,3 +155,15 @@ func TestHTTPStatsOf(t *testing.T) {
 	assert.NotNil(t, st.Memory)
 	assert.NotNil(t, st.Clients)
 }
+
+// A flood of a server in another process needs a socket per request in
+// flight; one whose server may be in this process needs both ends.
+func TestFileNeed(t *testing.T) {
+	o := Options{Rate: 20000, Timeout: time.Second}
+	assert.Equal(t, uint64(40256), fileNeed(o), "both ends here")
+	o.ServerElsewhere = true
+	assert.Equal(t, uint64(20256), fileNeed(o), "the client's sockets only")
+	o.Timeout = 1500 * time.Millisecond
+	o.Rate = 333
+	assert.Equal(t, uint64(500+256), fileNeed(o), "rate × timeout, rounded up")
+}

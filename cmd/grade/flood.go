@@ -159,6 +159,7 @@ func floodURL(ctx context.Context, target string, opts harness.Options) (*result
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	_, serr := stats(pctx)
 	cancel()
+	opts.ServerElsewhere = true // whatever it is, this command did not start it here
 	if serr == nil {
 		opts.URL = base + "/generate"
 		opts.Stats = stats
@@ -236,6 +237,7 @@ func floodFresh(ctx context.Context, modeName string, solutions bool, opts harne
 		defer srv.Stop()
 		opts.URL = srv.URL + "/generate"
 		opts.Stats = harness.HTTPStats(srv.URL)
+		opts.ServerElsewhere = true // a child process
 		fmt.Fprintf(stderr, "flooding it at %g req/s for %s ...\n", opts.Rate, opts.Duration)
 		run, err := harness.Flood(ctx, opts)
 		if run != nil {
