@@ -1,6 +1,6 @@
-// Package provider is a fake of Anthropic's Messages API (non-streaming),
-// faithful in the parts that decide whether a batch job finishes: the
-// request and response JSON, per-key rate limits on requests, input tokens
+// Package provider is a fake of Anthropic's Messages API, faithful in the
+// parts that decide whether a batch job finishes: the request and response
+// JSON, a reply streamed as server-sent events when asked (stream: true), per-key rate limits on requests, input tokens
 // and output tokens kept as token buckets, the rate-limit headers on every
 // response, retry-after and x-should-retry on 429, the error bodies (429,
 // 529, 400 and the spend-limit 429), prompt caching (per block or top-level,
@@ -178,6 +178,11 @@ type MessageParams struct {
 	// automatically applies a cache_control marker to the last cacheable
 	// block in the request").
 	CacheControl *CacheControl `json:"cache_control,omitempty"`
+	// Stream asks for the reply as server-sent events (message_start, a
+	// text block's start, one text_delta per output token as it is
+	// generated, its stop, message_delta with the stop reason and the
+	// output tokens, message_stop) instead of one JSON body.
+	Stream bool `json:"stream,omitempty"`
 }
 
 // Usage is what a request cost. InputTokens counts only the input that was

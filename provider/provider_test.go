@@ -392,7 +392,7 @@ func TestErrors(t *testing.T) {
 		{"empty content", MessageParams{Model: "m", MaxTokens: 5, Messages: []MessageParam{{Role: "user"}}}, "content"},
 		{"empty text", MessageParams{Model: "m", MaxTokens: 5, Messages: []MessageParam{{Role: "user", Content: Blocks{Text("")}}}}, "non-empty"},
 		{"image block", []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","text":"x"}]}]}`), "text"},
-		{"streaming", []byte(`{"model":"m","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"x"}]}`), "stream"},
+		{"streaming without messages", []byte(`{"model":"m","max_tokens":5,"stream":true,"messages":[]}`), "messages"},
 		{"five breakpoints", MessageParams{Model: "m", MaxTokens: 5, Messages: []MessageParam{{Role: "user", Content: Blocks{
 			{Type: "text", Text: "a", CacheControl: Ephemeral()}, {Type: "text", Text: "b", CacheControl: Ephemeral()},
 			{Type: "text", Text: "c", CacheControl: Ephemeral()}, {Type: "text", Text: "d", CacheControl: Ephemeral()},

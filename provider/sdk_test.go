@@ -400,3 +400,79 @@ func TestRequiredHeaders(t *testing.T) {
 	resp, _ = send("GET", "/stats", nil)
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "the fake's own /stats needs no headers")
 }
+
+// TestSDKStreaming: stream: true answers with server-sent events that the
+// SDK's streaming client reads unmodified (Messages.NewStreaming and
+// Message.Accumulate, messageutil.go): the same text, usage and stop reason
+// as a plain reply, one text_delta per output token, spaced by the fake's
+// per-token latency as they are generated.
+func TestSDKStreaming(t *testing.T) {
+	c := sdkConfig()
+	c.PerTokenLatency = 2 * time.Millisecond
+	f := startFake(t, c)
+	cl := f.client()
+	prompt := text(40, "stream")
+	plain, err := cl.Messages.New(ctx(t), question(prompt))
+	require.NoError(t, err)
+
+	began := time.Now()
+	stream := cl.Messages.NewStreaming(ctx(t), question(prompt))
+	var acc anthropic.Message
+	var types []string
+	var deltaAt []time.Duration
+	for stream.Next() {
+		ev := stream.Current()
+		types = append(types, ev.Type)
+		if ev.Type == "content_block_delta" {
+			deltaAt = append(deltaAt, time.Since(began))
+		}
+		require.NoError(t, acc.Accumulate(ev))
+	}
+	require.NoError(t, stream.Err())
+	out := int(plain.Usage.OutputTokens)
+	require.Positive(t, out)
+	assert.Equal(t, plain.Content[0].Text, acc.Content[0].Text, "the streamed text is the plain reply's")
+	assert.Equal(t, plain.StopReason, acc.StopReason)
+	assert.Equal(t, plain.Usage.OutputTokens, acc.Usage.OutputTokens)
+	assert.Equal(t, plain.Usage.InputTokens, acc.Usage.InputTokens)
+	assert.NotEmpty(t, acc.ID)
+	assert.Len(t, deltaAt, out, "one text_delta per output token")
+	assert.Equal(t, []string{"message_start", "content_block_start"}, types[:2])
+	assert.Equal(t, []string{"content_block_stop", "message_delta", "message_stop"}, types[len(types)-3:])
+	// Generated as they stream: the last token comes out tokens × 2 ms
+	// after the first (less one), not all at once.
+	if len(deltaAt) > 1 {
+		assert.GreaterOrEqual(t, deltaAt[len(deltaAt)-1]-deltaAt[0], time.Duration(out-1)*c.PerTokenLatency)
+	}
+	st := f.srv.KeyStats(sdkKey)
+	assert.Equal(t, int64(2), st.Completed)
+	assert.Equal(t, int64(2*out), st.OutputTokens)
+	assert.Zero(t, st.InFlight)
+}
+
+// A streamed reply the client abandons part way is charged the tokens
+// generated so far and counted as cancelled, as a plain one.
+func TestSDKStreamingAbandoned(t *testing.T) {
+	c := sdkConfig()
+	c.PerTokenLatency = 20 * time.Millisecond
+	f := startFake(t, c)
+	cl := f.client()
+	sctx, cancel := context.WithCancel(ctx(t))
+	stream := cl.Messages.NewStreaming(sctx, question(text(40, "leave")))
+	deltas := 0
+	for stream.Next() {
+		if stream.Current().Type == "content_block_delta" {
+			deltas++
+			if deltas == 3 {
+				cancel()
+			}
+		}
+	}
+	cancel()
+	require.Eventually(t, func() bool { return f.srv.KeyStats(sdkKey).Cancelled == 1 }, 5*time.Second, 10*time.Millisecond)
+	st := f.srv.KeyStats(sdkKey)
+	assert.Zero(t, st.Completed)
+	assert.Zero(t, st.InFlight)
+	assert.GreaterOrEqual(t, st.OutputTokens, int64(3), "charged what was generated")
+	assert.Less(t, st.OutputTokens, int64(20), "and not the whole reply")
+}

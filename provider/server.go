@@ -459,8 +459,12 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	a.mu.Unlock()
 
-	// Generate the reply: BaseLatency, then PerTokenLatency per token.
 	out := ReplyTokens(p)
+	if p.Stream {
+		s.stream(w, r, a, now, p, out, adm)
+		return
+	}
+	// Generate the reply: BaseLatency, then PerTokenLatency per token.
 	took := a.baseLatency + time.Duration(out)*a.tokenLatency
 	timer := time.NewTimer(took)
 	defer timer.Stop()
@@ -549,29 +553,26 @@ func readParams(w http.ResponseWriter, r *http.Request, needMaxTokens bool) (Mes
 		}
 		return MessageParams{}, http.StatusBadRequest, "could not read the request body: " + err.Error()
 	}
-	var in struct {
-		MessageParams
-		Stream bool `json:"stream"`
-	}
-	if err := json.Unmarshal(body, &in); err != nil {
+	var p MessageParams
+	if err := json.Unmarshal(body, &p); err != nil {
 		return MessageParams{}, http.StatusBadRequest, "invalid JSON body: " + err.Error()
 	}
-	p := in.MessageParams
-	if msg := check(p, in.Stream, needMaxTokens); msg != "" {
+	if !needMaxTokens {
+		p.Stream = false // count_tokens has no stream field
+	}
+	if msg := check(p, needMaxTokens); msg != "" {
 		return MessageParams{}, http.StatusBadRequest, msg
 	}
 	return p, 0, ""
 }
 
 // check returns what is wrong with p, or "".
-func check(p MessageParams, stream, needMaxTokens bool) string {
+func check(p MessageParams, needMaxTokens bool) string {
 	switch {
 	case p.Model == "":
 		return "model: field required"
 	case needMaxTokens && p.MaxTokens < 1:
 		return fmt.Sprintf("max_tokens: must be at least 1 (got %d; the field is required)", p.MaxTokens)
-	case stream:
-		return "stream: this fake answers only non-streaming requests"
 	case len(p.Messages) == 0:
 		return "messages: at least one message is required"
 	}
