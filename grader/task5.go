@@ -15,10 +15,15 @@ const (
 	// the last reply's latency and the client's own smaller bursts cost a
 	// few percent (the reference: 1.01–1.11 over eight runs).
 	task5RatioMax = 1.15
-	// At most 1% of its attempts rejected: a client that paces itself
-	// below the API's buckets should almost never see a 429; the reference
-	// saw none in 14 of 16 runs and at most 0.55%.
-	task5RejectedMax = 0.01
+	// At most 2% of its attempts rejected: a client that paces itself
+	// below the API's buckets should almost never see a 429, but pacing on
+	// the wall clock is not exact. The reference saw none in 14 of 16 runs
+	// and at most 0.55%; a correct GCRA client (right/task5) saw 1.33% of
+	// the cached run's attempts refused in one CI run, on an otherwise idle
+	// machine, which a bound of 1% failed. The closest wrong client, a
+	// bucket holding a whole second (wrong/task5/burst-one-second), is
+	// refused 3% cached and 6% uncached; 2% stays below both.
+	task5RejectedMax = 0.02
 	// Caching the shared prefix makes input tokens free to read, so the
 	// minimum drops from the input-token bound (15 s) to the request bound
 	// (5 s): 3×. The cached run also pays a warm-up request and the last
