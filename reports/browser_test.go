@@ -203,9 +203,9 @@ func TestBrowserReport(t *testing.T) {
 	pages, err := filepath.Glob(filepath.Join(dir, "*.html"))
 	require.NoError(t, err)
 	require.Len(t, pages, 4, "index.html and one page per task")
-	// Task 4 (storms, no floods), task 5 (the judge), task 6 (workers) and task 7 (the breaker's scenarios) come
-	// from documents of their own.
-	for _, name := range []string{"task4", "task5", "task6", "task7"} {
+	// Task 4 (storms, no floods), task 5 (the judge), task 6 (workers), task 7 (the breaker's scenarios) and
+	// task 8 (the four limiters) come from documents of their own.
+	for _, name := range []string{"task4", "task5", "task6", "task7", "task8"} {
 		d := t.TempDir()
 		require.NoError(t, WriteHTML(d, testDocFile(t, name+".json")))
 		pages = append(pages, filepath.Join(d, name+".html"))
@@ -214,7 +214,7 @@ func TestBrowserReport(t *testing.T) {
 	require.NoError(t, WriteCohort(cohort, loadTestCohort(t)))
 	pages = append(pages, filepath.Join(cohort, "index.html"))
 	shots := os.Getenv("RATELAB_SCREENSHOTS")
-	wantCharts := map[string]int{"task4.html": 3, "task5.html": 4, "task6.html": 2, "task7.html": 5}
+	wantCharts := map[string]int{"task4.html": 3, "task5.html": 4, "task6.html": 2, "task7.html": 5, "task8.html": 3}
 
 	for _, path := range pages {
 		name := filepath.Base(path)

@@ -124,7 +124,7 @@ type taskPage struct {
 }
 
 // taskPages are the task pages, in task order.
-var taskPages = []*taskPage{task1Page, task2Page, task3Page, task4Page, task5Page, task6Page, task7Page}
+var taskPages = []*taskPage{task1Page, task2Page, task3Page, task4Page, task5Page, task6Page, task7Page, task8Page}
 
 // pageFor returns the page of task id, or nil if it has none.
 func pageFor(id string) *taskPage {

@@ -34,8 +34,8 @@ func testDoc(t testing.TB) *results.Document {
 // task5.json (a real task 5 run from before the judge recorded timelines,
 // with timelines added: synthesized from each strategy's totals, wall time
 // and the shapes the judge measures, such as sleep1's waves a second
-// apart), or task7.json (a real task 7 run, its scenarios' samples thinned
-// likewise).
+// apart), task7.json (a real task 7 run, its scenarios' samples thinned
+// likewise), or task8.json (a real task 8 run of the reference).
 func testDocFile(t testing.TB, name string) *results.Document {
 	t.Helper()
 	f, err := os.Open(filepath.Join("testdata", name))
@@ -130,6 +130,27 @@ func TestWriteHTMLBreaker(t *testing.T) {
 	)
 }
 
+// Task 8's page draws the four limiters side by side from a real run's
+// measurements: the boundary burst, the synchronised return, memory per
+// client, the counter against the log, and the summary table.
+func TestWriteHTMLCounting(t *testing.T) {
+	doc := testDocFile(t, "task8.json")
+	require.Len(t, doc.Counting, 1)
+	dir := t.TempDir()
+	require.NoError(t, WriteHTML(dir, doc))
+	assertOffline(t, dir)
+	b, err := os.ReadFile(filepath.Join(dir, "task8.html"))
+	require.NoError(t, err)
+	page := html.UnescapeString(string(b))
+	assertContainsAll(t, "task8.html", page,
+		`id="t8_boundary"`, `id="t8_return"`, `id="t8_memory"`, "How often the approximation is wrong", "Which one, when",
+		"fixed window 200 (100 + 100)", "sliding log 100", "Fullest bin over the mean bin: fixed window",
+		"At the largest limit: fixed window", "their definitions, same instants", "usual choice for per-client limits at scale")
+	index, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	require.NoError(t, err)
+	assert.Contains(t, string(index), `href="task8.html"`)
+}
+
 // Task 5's page draws the judge's strategies; task 6's the workers' counts.
 func TestWriteHTMLJudgeAndWorkers(t *testing.T) {
 	for name, wants := range map[string][]string{
@@ -204,7 +225,7 @@ func strconvQuote(s string) string { return `"` + s + `"` }
 // The same document gives the same bytes: chart ids are fixed and the
 // model's lines do not depend on scheduling.
 func TestWriteHTMLDeterministic(t *testing.T) {
-	for _, doc := range []*results.Document{testDoc(t), testDocFile(t, "task4.json"), testDocFile(t, "task5.json"), testDocFile(t, "task6.json"), testDocFile(t, "task7.json")} {
+	for _, doc := range []*results.Document{testDoc(t), testDocFile(t, "task4.json"), testDocFile(t, "task5.json"), testDocFile(t, "task6.json"), testDocFile(t, "task7.json"), testDocFile(t, "task8.json")} {
 		a, err := renderHTML(doc)
 		require.NoError(t, err)
 		b, err := renderHTML(doc)
@@ -325,6 +346,6 @@ func TestTaskPages(t *testing.T) {
 		assert.Same(t, p, pageFor(p.ID), "pageFor(%q)", p.ID)
 		assert.NotNil(t, p.Build, "%s has no Build", p.ID)
 	}
-	assert.Equal(t, []string{"task1", "task2", "task3", "task4", "task5", "task6", "task7"}, ids)
+	assert.Equal(t, []string{"task1", "task2", "task3", "task4", "task5", "task6", "task7", "task8"}, ids)
 	assert.Nil(t, pageFor("task9"), `pageFor("task9")`)
 }
