@@ -447,7 +447,7 @@ func TestFloodSweep(t *testing.T) {
 		require.NotNil(t, r.Server, "the run records its fresh server")
 		assert.Equal(t, "none", r.Server.Mode)
 	}
-	assert.FileExists(t, filepath.Join(dir, "task1.html"))
+	assert.FileExists(t, filepath.Join(dir, "report", "task1.html"), "the report beside results.json, as a task's")
 	code, _, errOut = runCapture(t, context.Background(), "flood", "--rates", "40", "--seconds", "0.5", "--out", dir)
 	assert.Equal(t, exitUsage, code)
 	assert.Contains(t, errOut, "already holds a results.json")

@@ -96,34 +96,20 @@ func runSweep(ctx context.Context, o *floodOptions, args []string) error {
 	if len(doc.Runs) == 0 {
 		return floodErr
 	}
-	if err := writeSweep(dir, doc); err != nil {
+	path := filepath.Join(dir, "results.json")
+	if err := results.WriteFile(path, doc, false); err != nil {
 		return err
+	}
+	index, err := writeReport(dir, doc)
+	if err != nil {
+		return fmt.Errorf("write the report: %w", err)
 	}
 	if o.json {
 		if err := doc.Encode(stdout); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "results: %s\nreport: %s\n", filepath.Join(dir, "results.json"), filepath.Join(dir, task+".html"))
+		fmt.Fprintf(stdout, "results: %s\nreport: %s\n", path, filepath.Join(filepath.Dir(index), task+".html"))
 	}
 	return floodErr
-}
-
-// writeSweep writes doc as results.json and its HTML report into dir.
-func writeSweep(dir string, doc *results.Document) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(filepath.Join(dir, "results.json"))
-	if err != nil {
-		return err
-	}
-	if err := doc.Encode(f); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return reports.WriteHTML(dir, doc)
 }
