@@ -110,17 +110,25 @@ func TestWriteHTMLStorms(t *testing.T) {
 	assert.False(t, strings.Contains(string(files["task4.html"]), `id="t4_sends"`), "no storms, no storm chart")
 }
 
+// writtenPage writes doc's report into a new folder, checks that it stays
+// offline and returns the folder and page name's text, HTML entities
+// decoded.
+func writtenPage(t *testing.T, doc *results.Document, name string) (dir, page string) {
+	t.Helper()
+	dir = t.TempDir()
+	require.NoError(t, WriteHTML(dir, doc))
+	assertOffline(t, dir)
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	require.NoError(t, err)
+	return dir, html.UnescapeString(string(b))
+}
+
 // Task 7's page draws both scenarios: in flight, heap and dependency calls
 // over time with the dead window shaded, the clients' outcomes and waits.
 func TestWriteHTMLBreaker(t *testing.T) {
 	doc := testDocFile(t, "task7.json")
 	require.Len(t, doc.Scenarios, 2)
-	dir := t.TempDir()
-	require.NoError(t, WriteHTML(dir, doc))
-	assertOffline(t, dir)
-	b, err := os.ReadFile(filepath.Join(dir, "task7.html"))
-	require.NoError(t, err)
-	page := html.UnescapeString(string(b))
+	_, page := writtenPage(t, doc, "task7.html")
 	assertContainsAll(t, "task7.html", page,
 		`id="t7_inflight"`, `id="t7_heap"`, `id="t7_dependency"`, `id="t7_outcomes"`, `id="t7_latency"`,
 		"dependency dead", "Little's Law: 100/s arriving × 10 s waiting = 1,000 requests stuck without a breaker, and the service held 1000 at once; with the breaker it never held more than 25",
@@ -136,12 +144,7 @@ func TestWriteHTMLBreaker(t *testing.T) {
 func TestWriteHTMLCounting(t *testing.T) {
 	doc := testDocFile(t, "task8.json")
 	require.Len(t, doc.Counting, 1)
-	dir := t.TempDir()
-	require.NoError(t, WriteHTML(dir, doc))
-	assertOffline(t, dir)
-	b, err := os.ReadFile(filepath.Join(dir, "task8.html"))
-	require.NoError(t, err)
-	page := html.UnescapeString(string(b))
+	dir, page := writtenPage(t, doc, "task8.html")
 	assertContainsAll(t, "task8.html", page,
 		`id="t8_boundary"`, `id="t8_return"`, `id="t8_memory"`, "How often the approximation is wrong", "Which one, when",
 		"fixed window 200 (100 + 100)", "sliding log 100", "Fullest bin over the mean bin: fixed window",
