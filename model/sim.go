@@ -242,7 +242,7 @@ func SendTime(rate float64, seq uint64) time.Duration {
 //   - SendGrid: every send, and so every arrival and every end of work
 //     (whole milliseconds after an arrival), falls on a multiple of 10 µs
 //     from the start of its schedule; concurrent schedules are offset from
-//     each other by a few microseconds.
+//     each other by Stagger, so two clients' arrivals never share an instant.
 //   - TimeoutEarly: a client gives up 5 µs before its nominal timeout, off
 //     the grid: an answer due at exactly the timeout is late (on a real
 //     machine any overhead makes it so), and the server sees the client
@@ -257,9 +257,16 @@ func SendTime(rate float64, seq uint64) time.Duration {
 // come out unchanged: 216, 144 and 112 collapse, 816 shed.
 const (
 	SendGrid     = 10 * time.Microsecond
+	Stagger      = time.Microsecond
 	TimeoutEarly = 5 * time.Microsecond
 	ReadOffset   = 5*time.Microsecond + 2*time.Nanosecond
 )
+
+// StaggerOf is when client i's schedule starts, after client 0's: i ×
+// Stagger. A flood of several clients at once starts its i-th the same
+// way. Past nine clients the offsets would reach the next grid point, so
+// they wrap (clients i and i+9 may then tie; no flood has that many).
+func StaggerOf(i int) time.Duration { return time.Duration(i%9) * Stagger }
 
 // SimIntended is SendTime for the simulation's int sequence numbers.
 func SimIntended(rate float64, seq int) time.Duration { return SendTime(rate, uint64(seq)) }
@@ -280,7 +287,7 @@ func (s Sim) Run() (*SimResult, error) {
 		n += r.total[ci]
 		r.rng[ci] = rand.New(rand.NewPCG(c.Retry.Seed, uint64(ci)))
 		if r.total[ci] > 0 {
-			r.res.SendEnd = max(r.res.SendEnd, SimIntended(c.Rate, r.total[ci]-1))
+			r.res.SendEnd = max(r.res.SendEnd, SimIntended(c.Rate, r.total[ci]-1)+StaggerOf(ci))
 			r.send(ci, 0)
 		}
 	}
@@ -391,7 +398,7 @@ type run struct {
 // send schedules the first attempt of client ci's request seq. Each client's
 // arrivals are scheduled one at a time, each by the one before.
 func (r *run) send(ci, seq int) {
-	at := SimIntended(r.sim.Clients[ci].Rate, seq)
+	at := SimIntended(r.sim.Clients[ci].Rate, seq) + StaggerOf(ci)
 	r.seq++
 	r.next[ci] = event{at: at, kind: evArrive, seq: r.seq, att: &attempt{req: -1, client: ci, seq: seq, sent: at}}
 }
