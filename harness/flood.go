@@ -62,7 +62,9 @@ const (
 // StatsFunc reads the flooded server's stats.
 type StatsFunc func(ctx context.Context) (results.ServerStats, error)
 
-// Options describes one flood. Zero fields take the defaults above.
+// Options describes one flood. Zero fields take the defaults above. Its
+// plain fields travel as JSON (a virtual-time session receives floods this
+// way); the functions do not, and are set where the flood runs.
 type Options struct {
 	// Name labels the run in results, such as "120/s".
 	Name string
@@ -88,7 +90,7 @@ type Options struct {
 	// Timeout is the client's timeout for each request.
 	Timeout time.Duration
 	// Stats reads the server's /stats; nil samples nothing.
-	Stats StatsFunc
+	Stats StatsFunc `json:"-"`
 	// SampleEvery is the /stats sampling interval.
 	SampleEvery time.Duration
 	// DrainCap bounds the wait for the server's line to empty after the
@@ -104,11 +106,11 @@ type Options struct {
 	NewConnections bool
 	// Progress, if set, is called about once a second while sending, with
 	// the elapsed time and the requests sent so far.
-	Progress func(elapsed time.Duration, sent int64)
+	Progress func(elapsed time.Duration, sent int64) `json:"-"`
 	// Dial, if set, opens the flood's connections instead of the
 	// operating system's network: an in-memory network (internal/vnet)
 	// for a flood in virtual time. The URL's host must still be loopback.
-	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+	Dial func(ctx context.Context, network, address string) (net.Conn, error) `json:"-"`
 	// ServerElsewhere says the server runs in another process, so only the
 	// client's own sockets count against this process's open-file limit;
 	// otherwise both ends of every connection may be here.

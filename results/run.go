@@ -60,6 +60,8 @@ type Run struct {
 	Warnings []string `json:"warnings,omitempty"`
 
 	Interrupted bool `json:"interrupted,omitempty"`
+	// Clock is the clock the run's time came from; empty is ClockWall.
+	Clock Clock `json:"clock,omitempty"`
 	// NoServerStats is set when the flooded server gave no /stats (any
 	// HTTP server that is not a fake GPU): the Server* fields are then
 	// empty, not zeros it reported.
@@ -283,3 +285,20 @@ func (st *Storm) ReceivedRate(from, to float64) (perSecond float64, ok bool) {
 	}
 	return (b - a) / (to - from), true
 }
+
+// Clock names the clock a run was measured on.
+type Clock string
+
+// The clocks a run may be measured on.
+const (
+	// ClockWall is the machine's clock: real sockets, real waiting, and
+	// the machine's noise. A run that names no clock used it.
+	ClockWall Clock = "wall"
+	// ClockVirtual is a testing/synctest bubble's clock over an in-memory
+	// network: time moves only when every goroutine waits, so the run is
+	// the same on every machine, and computation takes no time at all.
+	ClockVirtual Clock = "virtual"
+)
+
+// IsVirtual reports whether the run was measured in virtual time.
+func (r *Run) IsVirtual() bool { return r.Clock == ClockVirtual }

@@ -62,27 +62,11 @@ func main() {
 	if m == fakegpu.ModeRedis && cfg.Redis == "" {
 		fail(2, errors.New("mode redis needs --redis URL: the server every worker shares"))
 	}
-	var opts []fakegpu.Option
-	if m != fakegpu.ModeNone {
-		opts = append(opts, fakegpu.WithAdmission(admission))
-	}
-	limiterDesc := limiterFrom
-	switch m {
-	case fakegpu.ModeBucket:
-		opts = append(opts, fakegpu.WithLimiter(newLimiter(cfg.BucketRate, cfg.BucketBurst)))
-	case fakegpu.ModeRedis:
-		lim, cleanup, err := newRedisLimiter(context.Background(), cfg.Redis, cfg.BucketRate, cfg.BucketBurst)
-		if err != nil {
-			fail(2, fmt.Errorf("mode redis: %w", err))
-		}
-		defer cleanup()
-		opts = append(opts, fakegpu.WithLimiter(lim))
-		limiterDesc = redisFrom
-	}
-	srv, err := fakegpu.New(cfg, opts...)
+	srv, limiterDesc, cleanup, err := newServer(cfg)
 	if err != nil {
 		fail(2, err)
 	}
+	defer cleanup()
 	var in *fakegpu.Instance
 	if o.listenFD > 0 {
 		ln, err := net.FileListener(os.NewFile(uintptr(o.listenFD), "listener"))
@@ -116,6 +100,35 @@ func main() {
 	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = in.Shutdown(sctx)
+}
+
+// newServer returns a server for cfg with the compiled-in admission and
+// limiter, extra options added, a description of where its limiter comes
+// from, and what to call once it has stopped.
+func newServer(cfg fakegpu.Config, extra ...fakegpu.Option) (*fakegpu.Server, string, func(), error) {
+	opts := extra
+	cleanup, limiterDesc := func() {}, limiterFrom
+	switch cfg.Mode {
+	case fakegpu.ModeNone:
+	case fakegpu.ModeBucket:
+		opts = append(opts, fakegpu.WithLimiter(newLimiter(cfg.BucketRate, cfg.BucketBurst)))
+	case fakegpu.ModeRedis:
+		lim, done, err := newRedisLimiter(context.Background(), cfg.Redis, cfg.BucketRate, cfg.BucketBurst)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("mode redis: %w", err)
+		}
+		opts = append(opts, fakegpu.WithLimiter(lim))
+		cleanup, limiterDesc = done, redisFrom
+	}
+	if cfg.Mode != fakegpu.ModeNone {
+		opts = append(opts, fakegpu.WithAdmission(admission))
+	}
+	srv, err := fakegpu.New(cfg, opts...)
+	if err != nil {
+		cleanup()
+		return nil, "", nil, err
+	}
+	return srv, limiterDesc, cleanup, nil
 }
 
 func fail(code int, err error) {

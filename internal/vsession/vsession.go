@@ -1,0 +1,274 @@
+// Package vsession runs fake GPU servers, and the floods against them, in
+// virtual time: inside one testing/synctest bubble, over an in-memory
+// network (internal/vnet), on behalf of a grader in another process.
+//
+// A bubble needs a *testing.T, so a session lives in a test binary built
+// with the code under grading (cmd/fakegpu's TestVirtualSession, built with
+// the same build tags as the server the grader runs on the wall clock). The
+// grader writes one Request per line of JSON to the binary's standard input
+// and reads one Reply per line from the file it handed over as descriptor 3;
+// standard output and standard error stay free for whatever the graded code
+// prints.
+//
+// The floods are harness.Flood itself, vegeta and the HDR recording
+// included, with only the dialer changed: the same code path as on the wall
+// clock. While a session waits for the grader's next request, virtual time
+// stands still (the waiting goroutine is blocked on a channel from outside
+// the bubble, which synctest does not count as durably blocked), so no reply
+// depends on how long the grader took to ask. Every run comes back with
+// Run.Clock set to results.ClockVirtual.
+package vsession
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"ratelab/fakegpu"
+	"ratelab/harness"
+	"ratelab/internal/vnet"
+	"ratelab/model"
+	"ratelab/results"
+)
+
+// The operations a Request may ask for, in the order a grader uses them:
+// start a server, flood it once or more, finish, stop; then perhaps start
+// another. The session ends at the end of its input.
+const (
+	// OpStart starts a fresh server configured as Request.Config. Only one
+	// server runs at a time.
+	OpStart = "start"
+	// OpFlood runs Request.Floods at once against the server, each from
+	// its own client, and replies with their runs (Reply.Runs, in order;
+	// nil where a flood could not start, with Reply.Error saying why).
+	OpFlood = "flood"
+	// OpFinish waits, in virtual time, until the server holds no request
+	// (at most DrainCap), and replies with its detailed stats
+	// (Reply.Final), as /stats?detail=1 gives them.
+	OpFinish = "finish"
+	// OpStop closes the server, if one runs.
+	OpStop = "stop"
+)
+
+// EnvServe is the environment variable that makes a session's test
+// (cmd/fakegpu's TestVirtualSession) serve the grader that started it.
+const EnvServe = "RATELAB_VSESSION"
+
+// DrainCap bounds OpFinish's wait for the server to empty, in virtual time.
+const DrainCap = 5 * time.Minute
+
+// Addr is where a session's server listens on its in-memory network, and
+// the host of every flood's URL.
+const Addr = "127.0.0.1:8000"
+
+// Request is one instruction from the grader.
+type Request struct {
+	// Op is one of OpStart, OpFlood, OpFinish and OpStop.
+	Op string `json:"op"`
+	// Config is OpStart's server.
+	Config *fakegpu.Config `json:"config,omitempty"`
+	// NotBefore, for OpStart, moves the bubble's clock forward to this
+	// instant first, if it is still ahead. A bubble's clock starts at
+	// midnight UTC on 2000-01-01, which code could recognise; a grader
+	// passes the real time.
+	NotBefore time.Time `json:"not_before,omitzero"`
+	// Floods are OpFlood's floods. Their URL is set by the session (path
+	// /generate on Addr); Stats, Progress and Dial are set there too.
+	Floods []harness.Options `json:"floods,omitempty"`
+}
+
+// Reply answers one Request.
+type Reply struct {
+	// Runs are OpFlood's runs, one per flood in the request's order.
+	Runs []*results.Run `json:"runs,omitempty"`
+	// Final is OpFinish's reading of the server.
+	Final *results.ServerStats `json:"final,omitempty"`
+	// VirtualS is the bubble's clock when the reply was written, in
+	// seconds since the session began.
+	VirtualS float64 `json:"virtual_s"`
+	// Error says why the request failed; empty on success.
+	Error string `json:"error,omitempty"`
+}
+
+// NewServer returns a fake GPU server configured as cfg, with the code under
+// grading as its admission and limiter, and opts added (the session's
+// settle hook, see fakegpu.WithSettle).
+type NewServer func(cfg fakegpu.Config, opts ...fakegpu.Option) (*fakegpu.Server, error)
+
+// item is one decoded request, or why there is none.
+type item struct {
+	req Request
+	err error
+}
+
+// Serve runs a session in t until the end of in: it reads each Request
+// from in and writes its Reply to out, one JSON value per line. A
+// malformed request ends the session with an error reply.
+func Serve(t *testing.T, in io.Reader, out io.Writer, newServer NewServer) {
+	// Made outside the bubble, so that waiting on it holds virtual time
+	// still; read by a goroutine outside the bubble for the same reason.
+	reqs := make(chan item)
+	go func() {
+		dec := json.NewDecoder(in)
+		for {
+			var r Request
+			err := dec.Decode(&r)
+			reqs <- item{r, err}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	enc := json.NewEncoder(out)
+	synctest.Test(t, func(t *testing.T) {
+		s := &session{newServer: newServer, t0: time.Now()}
+		defer s.stop()
+		for it := range reqs {
+			if it.err != nil {
+				if !errors.Is(it.err, io.EOF) {
+					_ = enc.Encode(Reply{Error: fmt.Sprintf("malformed request: %v", it.err)})
+				}
+				return
+			}
+			rep := s.do(it.req)
+			rep.VirtualS = time.Since(s.t0).Seconds()
+			if err := enc.Encode(rep); err != nil {
+				t.Errorf("vsession: write reply: %v", err)
+				return
+			}
+		}
+	})
+}
+
+// session is the state of one bubble: at most one server at a time.
+type session struct {
+	newServer NewServer
+	t0        time.Time
+
+	net *vnet.Network
+	srv *fakegpu.Server
+	hs  *http.Server
+}
+
+// do carries out one request.
+func (s *session) do(r Request) Reply {
+	fail := func(format string, args ...any) Reply { return Reply{Error: fmt.Sprintf(format, args...)} }
+	switch r.Op {
+	case OpStart:
+		if s.srv != nil {
+			return fail("start: a server is already running")
+		}
+		if r.Config == nil {
+			return fail("start: no config")
+		}
+		if d := time.Until(r.NotBefore); d > 0 {
+			time.Sleep(d)
+		}
+		if err := s.start(*r.Config); err != nil {
+			return fail("start: %v", err)
+		}
+		return Reply{}
+	case OpFlood:
+		if s.srv == nil {
+			return fail("flood: no server")
+		}
+		runs, err := s.flood(r.Floods)
+		rep := Reply{Runs: runs}
+		if err != nil {
+			rep.Error = fmt.Sprintf("flood: %v", err)
+		}
+		return rep
+	case OpFinish:
+		if s.srv == nil {
+			return fail("finish: no server")
+		}
+		final := s.finish()
+		return Reply{Final: &final}
+	case OpStop:
+		s.stop()
+		return Reply{}
+	}
+	return fail("unknown op %q", r.Op)
+}
+
+func (s *session) start(cfg fakegpu.Config) error {
+	srv, err := s.newServer(cfg, fakegpu.WithSettle(settleOnce()))
+	if err != nil {
+		return err
+	}
+	n := &vnet.Network{}
+	l, err := n.Listen(Addr)
+	if err != nil {
+		return err
+	}
+	s.net, s.srv, s.hs = n, srv, &http.Server{Handler: srv}
+	go func() { _ = s.hs.Serve(l) }()
+	return nil
+}
+
+// flood runs every flood of opts at once and returns their runs (nil where
+// one could not start) and the first error.
+func (s *session) flood(opts []harness.Options) ([]*results.Run, error) {
+	runs := make([]*results.Run, len(opts))
+	errs := make([]error, len(opts))
+	var wg sync.WaitGroup
+	for i, o := range opts {
+		o.URL = "http://" + Addr + "/generate"
+		o.Dial = s.net.DialContext
+		o.Progress = nil
+		o.Stats = nil
+		if i == 0 {
+			o.Stats = harness.ServerStats(s.srv) // one sampler is enough
+		}
+		wg.Go(func() {
+			time.Sleep(model.StaggerOf(i)) // ties between floods as the simulation breaks them
+			runs[i], errs[i] = harness.Flood(context.Background(), o)
+			if runs[i] != nil {
+				runs[i].Clock = results.ClockVirtual
+			}
+		})
+	}
+	wg.Wait()
+	return runs, errors.Join(errs...)
+}
+
+// finish waits until the server holds no request, or DrainCap, and reads
+// its detailed stats.
+func (s *session) finish() results.ServerStats {
+	for deadline := time.Now().Add(DrainCap); time.Now().Before(deadline); {
+		st := s.srv.Stats()
+		if st.Waiting == 0 && st.InFlight == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return s.srv.StatsDetail()
+}
+
+func (s *session) stop() {
+	if s.srv == nil {
+		return
+	}
+	s.srv.Close()
+	_ = s.hs.Close()
+	s.net, s.srv, s.hs = nil, nil, nil
+}
+
+// settleOnce returns a settle hook for fakegpu.WithSettle: synctest.Wait,
+// one caller at a time (synctest.Wait allows no more than one), waiting on
+// a channel, on which a bubble's goroutines block durably.
+func settleOnce() func() {
+	sem := make(chan struct{}, 1)
+	return func() {
+		sem <- struct{}{}
+		synctest.Wait()
+		<-sem
+	}
+}
