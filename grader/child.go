@@ -147,14 +147,7 @@ func (c *child) stop() {
 
 // panics returns the first panic the child logged (net/http recovers
 // handler panics and logs them), or "".
-func (c *child) panics() string {
-	for _, l := range strings.Split(c.stderr.String(), "\n") {
-		if i := strings.Index(l, "panic serving"); i >= 0 {
-			return strings.TrimSpace(l[i:])
-		}
-	}
-	return ""
-}
+func (c *child) panics() string { return panicServing(c.stderr.String()) }
 
 // tailBuffer keeps the first max bytes written to it.
 type tailBuffer struct {

@@ -425,21 +425,45 @@ func TestWrongImplementationsFailTheirFloods(t *testing.T) {
 			for _, name := range v.CaughtByChecks {
 				require.True(t, planned[name], "%s: Caught-By-Check %q is not a check %s plans", v.Path, name, task.ID)
 			}
-			doc, err := Grade(context.Background(), task, Options{
-				Impl: Exercises, Root: repoRoot(t), Replace: replace[v.ID()], allowEdited: true,
-				Quick: true, Log: testLog{t},
-			})
-			require.NoError(t, err)
-			for _, name := range v.CaughtByChecks {
-				c := findCheck(doc, name)
-				require.NotNil(t, c, "no check %q in the results", name)
-				assert.Equal(t, results.StatusFail, c.Status, "check %q: %s", name, c.Message)
-				t.Logf("%s %q: %s", c.Status, name, c.Message)
+			for _, virtual := range clocks(task) {
+				doc, err := Grade(context.Background(), task, Options{
+					Impl: Exercises, Root: repoRoot(t), Replace: replace[v.ID()], allowEdited: true,
+					Quick: true, Virtual: virtual, virtualBudget: testVirtualBudget, Log: testLog{t},
+				})
+				require.NoError(t, err)
+				for _, name := range v.CaughtByChecks {
+					c := findCheck(doc, name)
+					require.NotNil(t, c, "no check %q in the results", name)
+					assert.Equal(t, results.StatusFail, c.Status, "check %q (%s): %s", name, clockName(virtual), c.Message)
+					t.Logf("%s %q (%s): %s", c.Status, name, clockName(virtual), c.Message)
+				}
+				assert.Less(t, doc.Score, doc.MaxScore, "a wrong implementation must lose points (%s)", clockName(virtual))
 			}
-			assert.Less(t, doc.Score, doc.MaxScore, "a wrong implementation must lose points")
 		})
 	}
 }
+
+// clocks lists the clocks a corpus test grades task on: the wall clock
+// (Virtual false), and virtual time too where the task has it.
+func clocks(task Task) []bool {
+	if virtualTasks[task.ID] {
+		return []bool{false, true}
+	}
+	return []bool{false}
+}
+
+// clockName names a grading's clock in test messages.
+func clockName(virtual bool) string {
+	if virtual {
+		return "virtual time"
+	}
+	return "wall clock"
+}
+
+// testVirtualBudget is the real time a session request may take in the
+// grader's tests: a flood takes well under a second, and a spinning
+// variant should not cost the default budget.
+const testVirtualBudget = 15 * time.Second
 
 // testLog sends the grader's progress lines to the test log.
 type testLog struct{ t *testing.T }
@@ -472,12 +496,15 @@ func TestRightImplementationsPass(t *testing.T) {
 			require.True(t, ok, "unknown task %s", v.Task)
 			replace, err := v.Apply(root, t.TempDir())
 			require.NoError(t, err)
-			doc, err := Grade(context.Background(), task, Options{
-				Impl: Exercises, Root: root, Replace: replace, allowEdited: true, Quick: true, Log: testLog{t},
-			})
-			require.NoError(t, err)
-			assert.Equal(t, results.StatusPass, doc.Status, failedMessages(doc))
-			assert.Equal(t, doc.MaxScore, doc.Score)
+			for _, virtual := range clocks(task) {
+				doc, err := Grade(context.Background(), task, Options{
+					Impl: Exercises, Root: root, Replace: replace, allowEdited: true, Quick: true,
+					Virtual: virtual, virtualBudget: testVirtualBudget, Log: testLog{t},
+				})
+				require.NoError(t, err)
+				assert.Equal(t, results.StatusPass, doc.Status, "%s: %s", clockName(virtual), failedMessages(doc))
+				assert.Equal(t, doc.MaxScore, doc.Score, clockName(virtual))
+			}
 		})
 	}
 }

@@ -169,8 +169,18 @@ func (g *grading) server(ctx context.Context) (string, error) {
 // floodChild starts a fresh server from bin configured as cfg, floods it
 // with each of opts at once (one flood per client), stops it and records
 // the runs. Once the floods drained it reads the server's detailed stats
-// into every run, and its CPU while idle into the first (observe.go).
+// into every run, and its CPU while idle into the first (observe.go). In
+// virtual time the server is the session's instead (floodVirtual), and
+// idle CPU is not measured.
 func (g *grading) floodChild(ctx context.Context, bin string, cfg fakegpu.Config, opts ...harness.Options) ([]*results.Run, error) {
+	if g.virtual() {
+		return g.floodVirtual(ctx, cfg, opts...)
+	}
+	return g.floodWall(ctx, bin, cfg, opts...)
+}
+
+// floodWall is floodChild on the wall clock, whatever the grading's clock.
+func (g *grading) floodWall(ctx context.Context, bin string, cfg fakegpu.Config, opts ...harness.Options) ([]*results.Run, error) {
 	s, err := g.startChild(ctx, bin, cfg)
 	if err != nil {
 		return nil, err

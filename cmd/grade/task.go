@@ -29,6 +29,7 @@ type taskFlags struct {
 	noReport  bool
 	redis     string
 	quick     bool
+	virtual   bool
 	repeat    int
 	seed      uint64
 }
@@ -46,6 +47,7 @@ func gradeFlags(fs *flag.FlagSet) *taskFlags {
 	fs.StringVar(&f.summary, "summary", "", "also write a Markdown score table to this file (with --format github, $GITHUB_STEP_SUMMARY is used when set)")
 	fs.BoolVar(&f.noReport, "no-report", false, "do not write the HTML report beside results.json")
 	fs.BoolVar(&f.quick, "quick", false, fmt.Sprintf("practice run: every flood sends for %s instead of 10 s, with the bounds scaled to that; the result is marked practice and is not the graded score", grader.QuickDuration))
+	fs.BoolVar(&f.virtual, "virtual", false, "flood the fake GPU of tasks 1-3 in virtual time (a testing/synctest bubble over an in-memory network): the same figures on every machine, in seconds; idle CPU and memory are still judged on the wall clock, and tasks 4-8 run on it")
 	fs.IntVar(&f.repeat, "repeat", 1, fmt.Sprintf("grade each task N times (1 to %d) and combine them: a check whose repeats disagree is marked inconclusive, with every repeat's values, and the run exits 3", maxRepeat))
 	fs.Uint64Var(&f.seed, "seed", 0, "replay a run's random unit-test inputs: the seed its output and results.json give (default: a new one each run)")
 	fs.StringVar(&f.redis, "redis", os.Getenv("REDIS_URL"), "task 6: the Redis that judges, such as redis://127.0.0.1:6379, or off for an embedded miniredis (default $REDIS_URL, else a private redis-server the grader starts and stops, else miniredis when none is installed)")
@@ -60,7 +62,7 @@ const maxRepeat = 10
 var formats = map[string]bool{"text": true, "json": true, "github": true, "classroom": true, "gradescope": true}
 
 // gradeUsage is the usage line of the grading commands after their name.
-const gradeUsage = " [--solutions] [--seed N] [--repeat N] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE] [--summary FILE] [--no-report]"
+const gradeUsage = " [--solutions] [--virtual] [--seed N] [--repeat N] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE] [--summary FILE] [--no-report]"
 
 // taskCommands returns one command per task of grader.Tasks, in order:
 // task1, task2, ...
@@ -142,7 +144,7 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 		seed = grader.NewSeed()
 	}
 	fmt.Fprintf(human, "random unit-test inputs from seed %d (replay them with --seed %d)\n", seed, seed)
-	opts := grader.Options{Impl: impl, Log: human, Root: root, Calibration: cal, Progress: progressPrinter(human), RedisURL: f.redis, Quick: f.quick, Seed: seed}
+	opts := grader.Options{Impl: impl, Log: human, Root: root, Calibration: cal, Progress: progressPrinter(human), RedisURL: f.redis, Quick: f.quick, Virtual: f.virtual, Seed: seed}
 	var doc *results.Document
 	var gradeErr error
 	for _, t := range tasks {

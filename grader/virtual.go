@@ -1,0 +1,295 @@
+package grader
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"ratelab/fakegpu"
+	"ratelab/harness"
+	"ratelab/internal/vsession"
+	"ratelab/results"
+)
+
+// Virtual time (Options.Virtual): the floods of tasks 1 to 3 against the
+// fake GPU run in a testing/synctest bubble over an in-memory network, in a
+// test binary built with the graded code (cmd/fakegpu's TestVirtualSession,
+// see internal/vsession). The grader drives it with one request per server
+// and flood, and judges the runs it returns with the same checks as on the
+// wall clock.
+//
+// What a bubble cannot see stays on the wall clock, in the same grading:
+// the server's CPU while idle (a bubble makes computation free) and its
+// memory under a flood of new keys (the bubble's process holds the clients
+// too). Tasks 4 to 8 run on the wall clock for now, and say so.
+
+// virtualBudget is how long, in real time, one request to a session may
+// take before the grader gives up on it: a 10 s flood takes well under a
+// second on 2 cores, so this is a margin of over 30 times. Virtual time
+// that does not move is a goroutine that never blocks.
+const virtualBudget = 30 * time.Second
+
+// virtualTasks are the tasks whose fake GPU floods run in virtual time.
+var virtualTasks = map[string]bool{"task1": true, "task2": true, "task3": true}
+
+// stuckError is a session whose virtual time stood still for budget of
+// real time.
+func stuckError(budget time.Duration) error {
+	return fmt.Errorf("virtual time stood still: nothing let it advance for %s of real time. Something in the code never blocks: a loop that waits by checking time.Now() or a channel without sleeping keeps a bubble's clock from moving (and burns a core on the wall clock)", budget)
+}
+
+// virtual reports whether this grading floods the fake GPU in virtual time.
+func (g *grading) virtual() bool { return g.opts.Virtual && virtualTasks[g.task.ID] }
+
+// session is a virtual-time session running as a child process.
+type session struct {
+	cmd     *exec.Cmd
+	cancel  context.CancelFunc // kills the process group
+	budget  time.Duration      // the real time one request may take
+	stdin   io.WriteCloser
+	replies *bufio.Scanner
+	output  *tailBuffer // standard output and error, for panics
+	done    chan struct{}
+	err     error
+}
+
+// vsession returns the grading's session, building and starting it on
+// first use; it ends with the grading (g.closeSession).
+func (g *grading) vsession(ctx context.Context) (*session, error) {
+	if g.session != nil {
+		return g.session, nil
+	}
+	var tags []string
+	if g.opts.Impl == Exercises && g.task.Unit != nil {
+		tags = []string{"ratelab_ex_" + g.task.Unit.Package}
+	}
+	tags = referenceTags(g.opts.Root, tags)
+	overlay, err := writeOverlay(g.tmp, g.opts.Root, g.opts.Replace)
+	if err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(g.tmp, "vsession-"+strings.Join(append([]string{"ref"}, tags...), "-"))
+	// The session's test (cmd/fakegpu/vsession_test.go) makes
+	// testing.Testing() false through a linkname, which the linker allows
+	// only when asked.
+	args := []string{"test", "-c", "-o", bin, "-ldflags=-checklinkname=0", "-tags=" + strings.Join(append(tags, "ratelab_vsession"), ",")}
+	if overlay != "" {
+		args = append(args, "-overlay="+overlay)
+	}
+	args = append(args, "./cmd/fakegpu")
+	g.logf("  building the virtual-time session ...")
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	cmd, err := goCommand(cctx, g.opts.Root, g.tmp, args...)
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.CombinedOutput()
+	_ = killProcessGroup(cmd)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		return nil, g.learnerFault("the virtual-time session", fmt.Errorf("does not compile: %s", firstLines(string(out), 4)))
+	}
+	budget := virtualBudget
+	if g.opts.virtualBudget > 0 {
+		budget = g.opts.virtualBudget
+	}
+	s, err := startSession(bin, budget)
+	if err != nil {
+		return nil, err
+	}
+	g.session = s
+	return s, nil
+}
+
+// startSession runs the session binary bin as a child process in a process
+// group of its own.
+func startSession(bin string, budget time.Duration) (*session, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close() // the child holds its own copy
+	// Cancelled only by close: the session outlives each request's ctx.
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "-test.run=^TestVirtualSession$", "-test.count=1", "-test.timeout=0")
+	cmd.Env = append(os.Environ(), vsession.EnvServe+"=1")
+	cmd.ExtraFiles = []*os.File{w}
+	ownProcessGroup(cmd)
+	setParentDeathSignal(cmd)
+	s := &session{cmd: cmd, cancel: cancel, budget: budget, output: &tailBuffer{max: 64 << 10}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = s.output, s.output
+	if s.stdin, err = cmd.StdinPipe(); err != nil {
+		r.Close()
+		cancel()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		r.Close()
+		cancel()
+		return nil, fmt.Errorf("start the virtual-time session: %w", err)
+	}
+	s.replies = bufio.NewScanner(r)
+	s.replies.Buffer(nil, 256<<20)
+	go func() {
+		s.err = cmd.Wait()
+		_ = killProcessGroup(cmd)
+		r.Close()
+		close(s.done)
+	}()
+	return s, nil
+}
+
+// call sends req and waits for its reply, for at most s.budget.
+func (s *session) call(ctx context.Context, req vsession.Request) (vsession.Reply, error) {
+	type answer struct {
+		rep vsession.Reply
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		if err := json.NewEncoder(s.stdin).Encode(req); err != nil {
+			got <- answer{err: err}
+			return
+		}
+		if !s.replies.Scan() {
+			got <- answer{err: io.ErrUnexpectedEOF}
+			return
+		}
+		var a answer
+		a.err = json.Unmarshal(s.replies.Bytes(), &a.rep)
+		got <- a
+	}()
+	select {
+	case a := <-got:
+		if errors.Is(a.err, io.ErrUnexpectedEOF) {
+			<-s.done
+			return a.rep, s.exited()
+		}
+		if a.err == nil && a.rep.Error != "" {
+			a.err = errors.New(a.rep.Error)
+		}
+		return a.rep, a.err
+	case <-ctx.Done():
+		s.close()
+		return vsession.Reply{}, ctx.Err()
+	case <-time.After(s.budget):
+		s.close()
+		return vsession.Reply{}, stuckError(s.budget)
+	}
+}
+
+// exited says how the session ended before it answered.
+func (s *session) exited() error {
+	how := "exit status 0"
+	if s.err != nil {
+		how = s.err.Error()
+	}
+	msg := "it stopped before answering (" + how + ")"
+	if p := panicLines(s.output.String()); p != "" {
+		msg += ": " + p
+	}
+	return errors.New(msg)
+}
+
+// panicLines returns the first lines of a panic or fatal error in out, or
+// of out itself.
+func panicLines(out string) string {
+	for _, mark := range []string{"panic: ", "fatal error: "} {
+		if i := strings.Index(out, mark); i >= 0 {
+			return firstLines(out[i:], 4)
+		}
+	}
+	return firstLines(out, 4)
+}
+
+// close ends the session: end of input, then the whole process group.
+func (s *session) close() {
+	_ = s.stdin.Close()
+	select {
+	case <-s.done:
+	case <-time.After(3 * time.Second):
+		s.cancel()
+		<-s.done
+	}
+	s.cancel()
+}
+
+// closeSession ends the grading's session, if it started one.
+func (g *grading) closeSession() {
+	if g.session != nil {
+		g.session.close()
+		g.session = nil
+	}
+}
+
+// floodVirtual is floodChild in virtual time: a fresh server configured as
+// cfg in the grading's session, flooded with each of opts at once, then
+// drained and read. A session that fails is the graded code's fault (the
+// session runs nothing else of the learner's), except for cancellation.
+func (g *grading) floodVirtual(ctx context.Context, cfg fakegpu.Config, opts ...harness.Options) ([]*results.Run, error) {
+	s, err := g.vsession(ctx)
+	if err != nil {
+		return nil, err
+	}
+	fault := func(err error) error { return g.learnerFault("the server in virtual time", err) }
+	// The bubble's clock starts in 2000; each server starts at the real
+	// time or later, so that no clock reading gives the session away.
+	start := vsession.Request{Op: vsession.OpStart, Config: &cfg, NotBefore: time.Now()}
+	if _, err := s.call(ctx, start); err != nil {
+		return nil, fault(err)
+	}
+	for _, o := range opts {
+		g.logf("  flooding %s in virtual time: %g req/s for %s, client timeout %s, server %s ...", o.Name, o.Rate, o.Duration, o.Timeout, strings.Join(cfg.Args(), " "))
+	}
+	rep, err := s.call(ctx, vsession.Request{Op: vsession.OpFlood, Floods: opts})
+	if err != nil {
+		return nil, fault(err)
+	}
+	fin, err := s.call(ctx, vsession.Request{Op: vsession.OpFinish})
+	if err != nil {
+		return nil, fault(err)
+	}
+	if _, err := s.call(ctx, vsession.Request{Op: vsession.OpStop}); err != nil {
+		return nil, fault(err)
+	}
+	runs := rep.Runs
+	if len(runs) != len(opts) {
+		return nil, fmt.Errorf("the virtual-time session returned %d runs for %d floods", len(runs), len(opts))
+	}
+	for _, run := range runs {
+		if run == nil {
+			continue
+		}
+		run.Server = record(cfg)
+		run.ServerFinal = *fin.Final
+		if p := panicServing(s.output.String()); p != "" {
+			run.Warnings = append(run.Warnings, "the server logged: "+p)
+		}
+		g.doc.Runs = append(g.doc.Runs, run)
+		g.logf("    %s: sent %d, ok %d, 429 %d, 503 %d, timeout %d, p99 %.0f ms, max waiting %d (virtual time)",
+			run.Name, run.Issued, run.OK, run.Counts[results.OutcomeTooMany], run.Counts[results.OutcomeUnavailable],
+			run.Counts[results.OutcomeTimeout], run.P99MS, run.ServerFinal.MaxWaiting)
+	}
+	return runs, nil
+}
+
+// panicServing returns the first handler panic net/http logged in out.
+func panicServing(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if i := strings.Index(l, "panic serving"); i >= 0 {
+			return strings.TrimSpace(l[i:])
+		}
+	}
+	return ""
+}
