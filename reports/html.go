@@ -379,7 +379,10 @@ func runsTable(runs []*results.Run, task map[*results.Run]string) *table {
 	for _, r := range runs {
 		rel := "on schedule"
 		cls := ""
-		if !r.Reliable {
+		switch {
+		case r.IsVirtual():
+			rel = "virtual time"
+		case !r.Reliable:
 			rel, cls = "fell behind", "warn"
 		}
 		t.Rows = append(t.Rows, []cell{

@@ -160,7 +160,7 @@ func renderMarkdown(doc *results.Document, msgRunes int, omit bool) ([]byte, boo
 					fmt.Fprintf(&b, "\n_%d more floods in results.json._\n", len(runs)-mdRows)
 					break
 				}
-				row := fmt.Sprintf("| %s | %d | %d | %s | %.1f/s | %s | %s | %s | %s |\n", mdText(r.Name, 80), r.Issued, r.OK,
+				row := fmt.Sprintf("| %s | %d | %d | %s | %.1f/s | %s | %s | %s | %s |\n", mdText(runLabel(r), 80), r.Issued, r.OK,
 					predicted(r, "ok", "%.0f"), r.GoodputRPS, msOrDash(r.OK, r.P99MS), predicted(r, "p99_ms", "%.0f ms"),
 					serverCount(r, r.ServerAfterFlood.Waiting), serverCount(r, r.ServerFinal.Dead))
 				if !room(row) && omit {

@@ -12,6 +12,14 @@ import (
 	"ratelab/results"
 )
 
+// runLabel names a run in the tables, saying when it ran in virtual time.
+func runLabel(r *results.Run) string {
+	if r.IsVirtual() {
+		return r.Name + " (virtual time)"
+	}
+	return r.Name
+}
+
 // Text writes doc as the terminal sees it: the floods as a table with the
 // model's predictions beside the measurements, then every check, then the
 // score. It returns the first write error.
@@ -23,7 +31,7 @@ func Text(w io.Writer, doc *results.Document) error {
 		fmt.Fprintln(tw, "run\tsent\tok\tmodel\t429\t503\ttimeout\tgoodput/s\tp99 ok\tmodel p99\tstill waiting\tdead\tsend lag p99\t")
 		for _, r := range doc.Runs {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%.1f ms\t\n",
-				r.Name, r.Issued, r.OK, predicted(r, "ok", "%.0f"),
+				runLabel(r), r.Issued, r.OK, predicted(r, "ok", "%.0f"),
 				r.Counts[results.OutcomeTooMany], r.Counts[results.OutcomeUnavailable], r.Counts[results.OutcomeTimeout],
 				r.GoodputRPS, msOrDash(r.OK, r.P99MS), predicted(r, "p99_ms", "%.0f ms"),
 				serverCount(r, r.ServerAfterFlood.Waiting), serverCount(r, r.ServerFinal.Dead), r.SendLagP99MS)
