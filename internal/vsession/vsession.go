@@ -90,9 +90,8 @@ type Reply struct {
 	Runs []*results.Run `json:"runs,omitempty"`
 	// Final is OpFinish's reading of the server.
 	Final *results.ServerStats `json:"final,omitempty"`
-	// VirtualS is the bubble's clock when the reply was written, in
-	// seconds since the session began.
-	VirtualS float64 `json:"virtual_s"`
+	// Now is the bubble's clock when the reply was written.
+	Now time.Time `json:"now"`
 	// Error says why the request failed; empty on success.
 	Error string `json:"error,omitempty"`
 }
@@ -128,7 +127,7 @@ func Serve(t *testing.T, in io.Reader, out io.Writer, newServer NewServer) {
 	}()
 	enc := json.NewEncoder(out)
 	synctest.Test(t, func(t *testing.T) {
-		s := &session{newServer: newServer, t0: time.Now()}
+		s := &session{newServer: newServer}
 		defer s.stop()
 		for it := range reqs {
 			if it.err != nil {
@@ -138,7 +137,7 @@ func Serve(t *testing.T, in io.Reader, out io.Writer, newServer NewServer) {
 				return
 			}
 			rep := s.do(it.req)
-			rep.VirtualS = time.Since(s.t0).Seconds()
+			rep.Now = time.Now()
 			if err := enc.Encode(rep); err != nil {
 				t.Errorf("vsession: write reply: %v", err)
 				return
@@ -150,7 +149,6 @@ func Serve(t *testing.T, in io.Reader, out io.Writer, newServer NewServer) {
 // session is the state of one bubble: at most one server at a time.
 type session struct {
 	newServer NewServer
-	t0        time.Time
 
 	net *vnet.Network
 	srv *fakegpu.Server
