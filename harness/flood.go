@@ -62,6 +62,9 @@ const (
 // StatsFunc reads the flooded server's stats.
 type StatsFunc func(ctx context.Context) (results.ServerStats, error)
 
+// DialFunc opens a connection, as net.Dialer.DialContext does.
+type DialFunc func(ctx context.Context, network, address string) (net.Conn, error)
+
 // Options describes one flood. Zero fields take the defaults above. Its
 // plain fields travel as JSON (a virtual-time session receives floods this
 // way); the functions do not, and are set where the flood runs.
@@ -110,7 +113,7 @@ type Options struct {
 	// Dial, if set, opens the flood's connections instead of the
 	// operating system's network: an in-memory network (internal/vnet)
 	// for a flood in virtual time. The URL's host must still be loopback.
-	Dial func(ctx context.Context, network, address string) (net.Conn, error) `json:"-"`
+	Dial DialFunc `json:"-"`
 	// ServerElsewhere says the server runs in another process, so only the
 	// client's own sockets count against this process's open-file limit;
 	// otherwise both ends of every connection may be here.

@@ -49,13 +49,16 @@ type StormOptions struct {
 	// clients call BaseURL/generate. It must be loopback.
 	BaseURL string
 	Clients int
-	Call    CallFunc
+	Call    CallFunc `json:"-"`
 	// Timeout is each attempt's client timeout (default 30 s).
 	Timeout time.Duration
 	// Limit ends the storm if it runs this long (default 120 s).
 	Limit time.Duration
 	// Bin is the width of the sends histogram (default 250 ms).
 	Bin time.Duration
+	// Dial, if set, opens the clients' connections instead of the
+	// operating system's network (see Options.Dial).
+	Dial DialFunc `json:"-"`
 }
 
 // attemptLog records when attempts were sent, from any goroutine.
@@ -139,8 +142,14 @@ func Storm(ctx context.Context, opts StormOptions) (*results.Storm, error) {
 	opts.Timeout = orDefault(opts.Timeout, DefaultStormTimeout)
 	opts.Limit = orDefault(opts.Limit, DefaultStormLimit)
 	opts.Bin = orDefault(opts.Bin, DefaultStormBin)
-	if _, err := RaiseFileLimit(uint64(2*opts.Clients) + 256); err != nil {
-		return nil, err
+	if opts.Dial == nil {
+		if _, err := RaiseFileLimit(uint64(2*opts.Clients) + 256); err != nil {
+			return nil, err
+		}
+	}
+	dial := opts.Dial
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: stormOpenTimeout}).DialContext
 	}
 	base := strings.TrimSuffix(opts.BaseURL, "/")
 
@@ -155,7 +164,7 @@ func Storm(ctx context.Context, opts StormOptions) (*results.Storm, error) {
 	}()
 	for i := range clients {
 		tr := &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: stormOpenTimeout}).DialContext,
+			DialContext:         dial,
 			MaxIdleConnsPerHost: 1,
 			IdleConnTimeout:     opts.Limit,
 		}
@@ -228,12 +237,15 @@ type AmplifyOptions struct {
 	Duration time.Duration
 	// Timeout is each attempt's client timeout (default 1 s).
 	Timeout time.Duration
-	Call    CallFunc
+	Call    CallFunc `json:"-"`
 	// Stats reads the server's /stats during the run; nil reads none.
-	Stats StatsFunc
+	Stats StatsFunc `json:"-"`
 	// Limit bounds the whole run, arrivals and retries (default
 	// Duration + 30 s).
 	Limit time.Duration
+	// Dial, if set, opens the calls' connections instead of the operating
+	// system's network (see Options.Dial).
+	Dial DialFunc `json:"-"`
 }
 
 // Amplify runs the retry amplifier and returns what happened, with the
@@ -252,11 +264,13 @@ func Amplify(ctx context.Context, opts AmplifyOptions) (*results.Storm, error) {
 	opts.Timeout = orDefault(opts.Timeout, DefaultTimeout)
 	opts.Limit = orDefault(opts.Limit, opts.Duration+amplifyDrainCap)
 	count := int(math.Floor(opts.Rate * opts.Duration.Seconds()))
-	if _, err := RaiseFileLimit(uint64(2*opts.Rate*opts.Timeout.Seconds()*4) + 256); err != nil {
-		return nil, err
+	if opts.Dial == nil {
+		if _, err := RaiseFileLimit(uint64(2*opts.Rate*opts.Timeout.Seconds()*4) + 256); err != nil {
+			return nil, err
+		}
 	}
 	base := strings.TrimSuffix(opts.BaseURL, "/")
-	tr := &http.Transport{MaxIdleConnsPerHost: 100000, IdleConnTimeout: 30 * time.Second}
+	tr := &http.Transport{MaxIdleConnsPerHost: 100000, IdleConnTimeout: 30 * time.Second, DialContext: opts.Dial}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: opts.Timeout}
 

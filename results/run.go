@@ -167,6 +167,8 @@ func (r *Run) QuantileMS(o Outcome, q float64) (float64, error) {
 type Storm struct {
 	Name string `json:"name"`
 	Kind string `json:"kind"` // "storm" or "amplify"
+	// Clock is the clock the storm's time came from; empty is ClockWall.
+	Clock Clock `json:"clock,omitempty"`
 	// Options of the clients' retry loop.
 	Jitter          bool    `json:"jitter"`
 	HonorRetryAfter bool    `json:"honor_retry_after"`

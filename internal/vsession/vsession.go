@@ -53,6 +53,12 @@ const (
 	// (at most DrainCap), and replies with its detailed stats
 	// (Reply.Final), as /stats?detail=1 gives them.
 	OpFinish = "finish"
+	// OpStorm runs Request.Storm against the server with the graded retry
+	// loop configured as Request.Retry, and replies with Reply.Storm.
+	OpStorm = "storm"
+	// OpAmplify runs Request.Amplify likewise, sampling the server's
+	// counters as it goes.
+	OpAmplify = "amplify"
 	// OpStop closes the server, if one runs.
 	OpStop = "stop"
 )
@@ -82,6 +88,30 @@ type Request struct {
 	// Floods are OpFlood's floods. Their URL is set by the session (path
 	// /generate on Addr); Stats, Progress and Dial are set there too.
 	Floods []harness.Options `json:"floods,omitempty"`
+	// Storm is OpStorm's storm; its BaseURL, Call and Dial are set by the
+	// session.
+	Storm *harness.StormOptions `json:"storm,omitempty"`
+	// Amplify is OpAmplify's run, set likewise (and its Stats).
+	Amplify *harness.AmplifyOptions `json:"amplify,omitempty"`
+	// Retry configures the graded retry loop for OpStorm and OpAmplify.
+	Retry *Retry `json:"retry,omitempty"`
+}
+
+// Retry is how a storm's or an amplifier's clients retry (task 4's
+// RetryOptions, without what the harness sets itself).
+type Retry struct {
+	// Tries counts every attempt of a call, the first included.
+	Tries int `json:"tries"`
+	// Base and Cap bound the backoff: attempt n waits up to min(Cap,
+	// Base·2ⁿ).
+	Base time.Duration `json:"base"`
+	Cap  time.Duration `json:"cap"`
+	// Jitter draws each wait uniformly below that bound (full jitter).
+	Jitter bool `json:"jitter"`
+	// HonorRetryAfter waits at least what a Retry-After header says.
+	HonorRetryAfter bool `json:"honor_retry_after"`
+	// Budget allows this many retries per first attempt; 0 for no budget.
+	Budget float64 `json:"budget,omitempty"`
 }
 
 // Reply answers one Request.
@@ -90,6 +120,8 @@ type Reply struct {
 	Runs []*results.Run `json:"runs,omitempty"`
 	// Final is OpFinish's reading of the server.
 	Final *results.ServerStats `json:"final,omitempty"`
+	// Storm is OpStorm's or OpAmplify's result.
+	Storm *results.Storm `json:"storm,omitempty"`
 	// Now is the bubble's clock when the reply was written.
 	Now time.Time `json:"now"`
 	// Error says why the request failed; empty on success.
@@ -101,6 +133,16 @@ type Reply struct {
 // settle hook, see fakegpu.WithSettle).
 type NewServer func(cfg fakegpu.Config, opts ...fakegpu.Option) (*fakegpu.Server, error)
 
+// Host is what the test binary that serves a session brings to it: the
+// graded code.
+type Host struct {
+	// NewServer makes the fake GPU servers.
+	NewServer NewServer
+	// NewCall returns the graded retry loop configured as r, for OpStorm
+	// and OpAmplify; nil in a session without one.
+	NewCall func(r Retry) harness.CallFunc
+}
+
 // item is one decoded request, or why there is none.
 type item struct {
 	req Request
@@ -110,7 +152,7 @@ type item struct {
 // Serve runs a session in t until the end of in: it reads each Request
 // from in and writes its Reply to out, one JSON value per line. A
 // malformed request ends the session with an error reply.
-func Serve(t *testing.T, in io.Reader, out io.Writer, newServer NewServer) {
+func Serve(t *testing.T, in io.Reader, out io.Writer, host Host) {
 	// Made outside the bubble, so that waiting on it holds virtual time
 	// still; read by a goroutine outside the bubble for the same reason.
 	reqs := make(chan item)
@@ -127,7 +169,7 @@ func Serve(t *testing.T, in io.Reader, out io.Writer, newServer NewServer) {
 	}()
 	enc := json.NewEncoder(out)
 	synctest.Test(t, func(t *testing.T) {
-		s := &session{newServer: newServer}
+		s := &session{host: host}
 		defer s.stop()
 		for it := range reqs {
 			if it.err != nil {
@@ -148,7 +190,7 @@ func Serve(t *testing.T, in io.Reader, out io.Writer, newServer NewServer) {
 
 // session is the state of one bubble: at most one server at a time.
 type session struct {
-	newServer NewServer
+	host Host
 
 	net *vnet.Network
 	srv *fakegpu.Server
@@ -189,6 +231,19 @@ func (s *session) do(r Request) Reply {
 		}
 		final := s.finish()
 		return Reply{Final: &final}
+	case OpStorm, OpAmplify:
+		if s.srv == nil {
+			return fail("%s: no server", r.Op)
+		}
+		if s.host.NewCall == nil || r.Retry == nil {
+			return fail("%s: no retry loop in this session, or no settings for it", r.Op)
+		}
+		st, err := s.storm(r)
+		rep := Reply{Storm: st}
+		if err != nil {
+			rep.Error = fmt.Sprintf("%s: %v", r.Op, err)
+		}
+		return rep
 	case OpStop:
 		s.stop()
 		return Reply{}
@@ -197,7 +252,7 @@ func (s *session) do(r Request) Reply {
 }
 
 func (s *session) start(cfg fakegpu.Config) error {
-	srv, err := s.newServer(cfg, fakegpu.WithSettle(settleOnce()))
+	srv, err := s.host.NewServer(cfg, fakegpu.WithSettle(settleOnce()))
 	if err != nil {
 		return err
 	}
@@ -235,6 +290,36 @@ func (s *session) flood(opts []harness.Options) ([]*results.Run, error) {
 	}
 	wg.Wait()
 	return runs, errors.Join(errs...)
+}
+
+// storm runs r's storm or amplifier against the server.
+func (s *session) storm(r Request) (*results.Storm, error) {
+	call := s.host.NewCall(*r.Retry)
+	base := "http://" + Addr
+	var st *results.Storm
+	var err error
+	if r.Op == OpStorm {
+		if r.Storm == nil {
+			return nil, errors.New("no storm")
+		}
+		o := *r.Storm
+		o.BaseURL, o.Call, o.Dial = base, call, s.net.DialContext
+		st, err = harness.Storm(context.Background(), o)
+	} else {
+		if r.Amplify == nil {
+			return nil, errors.New("no amplifier")
+		}
+		o := *r.Amplify
+		o.BaseURL, o.Call, o.Dial, o.Stats = base, call, s.net.DialContext, harness.ServerStats(s.srv)
+		st, err = harness.Amplify(context.Background(), o)
+	}
+	if st != nil {
+		rt := *r.Retry
+		st.Clock = results.ClockVirtual
+		st.Jitter, st.HonorRetryAfter, st.Budget, st.MaxTries = rt.Jitter, rt.HonorRetryAfter, rt.Budget, rt.Tries
+		st.BaseMS, st.CapMS = float64(rt.Base)/float64(time.Millisecond), float64(rt.Cap)/float64(time.Millisecond)
+	}
+	return st, err
 }
 
 // finish waits until the server holds no request, or DrainCap, and reads

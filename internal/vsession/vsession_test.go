@@ -55,7 +55,7 @@ func converse(t *testing.T, reqs ...Request) []Reply {
 		replies <- got
 		_, _ = io.Copy(io.Discard, outR)
 	}()
-	Serve(t, inR, outW, unprotected)
+	Serve(t, inR, outW, Host{NewServer: unprotected})
 	_ = inR.Close() // a session that ended early fails the writes still to come
 	_ = outW.Close()
 	return <-replies
