@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
 	"ratelab/fakegpu"
 	"ratelab/harness"
+	"ratelab/internal/vsession"
 	"ratelab/results"
 )
 
@@ -22,6 +24,9 @@ const (
 	// task4StormLimit bounds one storm; the slowest (no jitter) took 35–57 s
 	// in the lesson and a Go prototype.
 	task4StormLimit = 150 * time.Second
+	// task4AmplifyLimit bounds one run of the amplifier: 10 s of arrivals
+	// and the retries after them.
+	task4AmplifyLimit = 40 * time.Second
 )
 
 // Tolerances of task 4, each with the reason it is as wide as it is.
@@ -143,8 +148,12 @@ func gradeTask4(ctx context.Context, g *grading) error {
 }
 
 // task4Binaries builds the storm client with the graded retry loop, and the
-// reference shedding server (the learner's, in a tree without solutions/).
+// reference shedding server (the learner's, in a tree without solutions/);
+// in virtual time neither, as the session holds both.
 func (g *grading) task4Binaries(ctx context.Context) (storm, server string, err error) {
+	if g.virtual() {
+		return "", "", nil // the session builds its own (virtual.go)
+	}
 	overlay, err := writeOverlay(g.tmp, g.opts.Root, g.opts.Replace)
 	if err != nil {
 		return "", "", err
@@ -158,6 +167,61 @@ func (g *grading) task4Binaries(ctx context.Context) (storm, server string, err 
 	}
 	server, err = buildServer(ctx, g.opts.Root, g.tmp, referenceTags(g.opts.Root, nil), "")
 	return storm, server, err
+}
+
+// storm runs req's storm or amplifier (its Retry and its Storm or Amplify
+// options) against a fresh server configured as cfg, and returns the
+// result and the server's detailed stats once it drained: in the
+// grading's virtual-time session, or on the wall clock with the storm
+// binary against a child server from serverBin ("" for an in-process
+// unprotected server, as the amplifier uses).
+func (g *grading) storm(ctx context.Context, stormBin, serverBin string, cfg fakegpu.Config, req vsession.Request, limit time.Duration) (*results.Storm, results.ServerStats, error) {
+	if g.virtual() {
+		return g.stormVirtual(ctx, cfg, req)
+	}
+	var url string
+	var stats harness.StatsFunc
+	if serverBin != "" {
+		c, err := startServer(ctx, serverBin, append([]string{"--port", "0"}, cfg.Args()...)...)
+		if err != nil {
+			return nil, results.ServerStats{}, err
+		}
+		defer c.stop()
+		url, stats = c.URL, harness.HTTPStatsOf(c.URL, harness.StatsQuery{Detail: true})
+	} else {
+		srv, err := fakegpu.New(cfg)
+		if err != nil {
+			return nil, results.ServerStats{}, err
+		}
+		in, err := fakegpu.Listen(srv, "127.0.0.1:0")
+		if err != nil {
+			return nil, results.ServerStats{}, err
+		}
+		defer in.Close()
+		url, stats = in.URL, func(context.Context) (results.ServerStats, error) { return srv.StatsDetail(), nil }
+	}
+	st, err := g.runStorm(ctx, stormBin, url, limit, stormArgs(req)...)
+	if err != nil {
+		return nil, results.ServerStats{}, err
+	}
+	final, err := stats(ctx)
+	return st, final, err
+}
+
+// stormArgs is the storm binary's command line for req.
+func stormArgs(req vsession.Request) []string {
+	r := req.Retry
+	args := []string{"--tries", fmt.Sprint(r.Tries), "--base", r.Base.String(), "--cap", r.Cap.String(),
+		fmt.Sprintf("--jitter=%t", r.Jitter), fmt.Sprintf("--honor-retry-after=%t", r.HonorRetryAfter)}
+	if r.Budget > 0 {
+		args = append(args, "--budget", strconv.FormatFloat(r.Budget, 'g', -1, 64))
+	}
+	if s := req.Storm; s != nil {
+		return append([]string{"--kind", "storm", "--name", s.Name, "--clients", fmt.Sprint(s.Clients)}, args...)
+	}
+	a := req.Amplify
+	return append([]string{"--kind", "amplify", "--name", a.Name, "--rate", strconv.FormatFloat(a.Rate, 'g', -1, 64),
+		"--seconds", strconv.FormatFloat(a.Duration.Seconds(), 'g', -1, 64)}, args...)
 }
 
 // runStorm runs the storm binary with args against url and decodes its
@@ -178,26 +242,18 @@ func stormTask4(ctx context.Context, g *grading, stormBin, serverBin string) err
 	for i, row := range task4Storms {
 		server := shedConfig()
 		server.SpreadRetryAfter = row.honor
-		c, err := startServer(ctx, serverBin, append([]string{"--port", "0"}, server.Args()...)...)
-		if err != nil {
-			return err
-		}
-		g.logf("  %s: %d clients at once against the shedding server%s ...", row.name, task4Clients, map[bool]string{true: " (it spreads Retry-After)", false: ""}[row.honor])
-		st, err := g.runStorm(ctx, stormBin, c.URL, task4StormLimit,
-			"--kind", "storm", "--name", row.name, "--clients", fmt.Sprint(task4Clients),
-			"--tries", fmt.Sprint(task4Tries), "--base", task4Base.String(), "--cap", task4Cap.String(),
-			fmt.Sprintf("--jitter=%t", row.jitter), fmt.Sprintf("--honor-retry-after=%t", row.honor))
-		if err == nil {
-			var stats results.ServerStats
-			if stats, err = harness.HTTPStatsOf(c.URL, harness.StatsQuery{Detail: true})(ctx); err == nil {
-				st.ServerReceived = stats.Received
-				st.Calls = summariseCalls(stats.Calls, task4Cap, task4EarlyTolerance)
-			}
-		}
-		c.stop()
+		rt := vsession.Retry{Tries: task4Tries, Base: task4Base, Cap: task4Cap, Jitter: row.jitter, HonorRetryAfter: row.honor}
+		g.logf("  %s: %d clients at once against the shedding server%s%s ...", row.name, task4Clients,
+			map[bool]string{true: " (it spreads Retry-After)", false: ""}[row.honor], map[bool]string{true: ", in virtual time", false: ""}[g.virtual()])
+		st, stats, err := g.storm(ctx, stormBin, serverBin, server, vsession.Request{
+			Op: vsession.OpStorm, Retry: &rt,
+			Storm: &harness.StormOptions{Name: row.name, Clients: task4Clients, Limit: task4StormLimit},
+		}, task4StormLimit)
 		if err != nil {
 			return fmt.Errorf("%s: %w", row.name, err)
 		}
+		st.ServerReceived = stats.Received
+		st.Calls = summariseCalls(stats.Calls, task4Cap, task4EarlyTolerance)
 		st.IdealS = ideal
 		st.Server = record(server)
 		storms[i] = st
@@ -232,33 +288,25 @@ func stormTask4(ctx context.Context, g *grading, stormBin, serverBin string) err
 // in-process server each time: immediate retries, then backoff with a budget.
 func amplifyTask4(ctx context.Context, g *grading, stormBin string) (naive, budget *results.Storm, err error) {
 	rows := []struct {
-		name string
-		args []string
+		name  string
+		retry vsession.Retry
 	}{
-		{"amplifier 100/s, immediate retries ×3", []string{"--tries", "4", "--base", "1ns", "--cap", "1ns", "--jitter=false"}},
-		{"amplifier 100/s, backoff, jitter, 10% budget", []string{"--tries", "4", "--base", task4Base.String(), "--cap", task4Cap.String(), "--jitter=true", "--budget", "0.1"}},
+		{"amplifier 100/s, immediate retries ×3", vsession.Retry{Tries: 4, Base: time.Nanosecond, Cap: time.Nanosecond}},
+		{"amplifier 100/s, backoff, jitter, 10% budget", vsession.Retry{Tries: 4, Base: task4Base, Cap: task4Cap, Jitter: true, Budget: 0.1}},
 	}
 	out := make([]*results.Storm, len(rows))
 	for i, row := range rows {
 		cfg := fakegpu.DefaultConfig()
-		srv, err := fakegpu.New(cfg)
+		g.logf("  %s against the unprotected server%s ...", row.name, map[bool]string{true: ", in virtual time", false: ""}[g.virtual()])
+		st, stats, err := g.storm(ctx, stormBin, "", cfg, vsession.Request{
+			Op: vsession.OpAmplify, Retry: &row.retry,
+			Amplify: &harness.AmplifyOptions{Name: row.name, Rate: 100, Duration: 10 * time.Second, Limit: task4AmplifyLimit},
+		}, task4AmplifyLimit)
 		if err != nil {
-			return nil, nil, err
-		}
-		in, err := fakegpu.Listen(srv, "127.0.0.1:0")
-		if err != nil {
-			return nil, nil, err
-		}
-		g.logf("  %s against the unprotected server ...", row.name)
-		st, err := g.runStorm(ctx, stormBin, in.URL, 40*time.Second,
-			append([]string{"--kind", "amplify", "--name", row.name, "--rate", "100", "--seconds", "10"}, row.args...)...)
-		if err != nil {
-			in.Close()
 			return nil, nil, fmt.Errorf("%s: %w", row.name, err)
 		}
 		st.Server = record(cfg)
-		st.ServerReceived = srv.Stats().Received
-		in.Close()
+		st.ServerReceived = stats.Received
 		out[i] = st
 		g.doc.Storms = append(g.doc.Storms, st)
 		first, _ := st.ReceivedRate(0, 5)

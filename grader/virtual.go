@@ -20,16 +20,17 @@ import (
 )
 
 // Virtual time (Options.Virtual): the floods of tasks 1 to 3 against the
-// fake GPU run in a testing/synctest bubble over an in-memory network, in a
-// test binary built with the graded code (cmd/fakegpu's TestVirtualSession,
-// see internal/vsession). The grader drives it with one request per server
-// and flood, and judges the runs it returns with the same checks as on the
+// fake GPU, and task 4's storms and amplifier, run in a testing/synctest
+// bubble over an in-memory network, in a test binary built with the graded
+// code (cmd/fakegpu's or cmd/storm's TestVirtualSession, see
+// internal/vsession). The grader drives it with one request per server and
+// flood or storm, and judges what it returns with the same checks as on the
 // wall clock.
 //
 // What a bubble cannot see stays on the wall clock, in the same grading:
 // the server's CPU while idle (a bubble makes computation free) and its
 // memory under a flood of new keys (the bubble's process holds the clients
-// too). Tasks 4 to 8 run on the wall clock for now, and say so.
+// too). Tasks 5 to 8 run on the wall clock for now, and say so.
 
 // virtualBudget is how long, in real time, one request to a session may
 // take before the grader gives up on it: a 10 s flood takes well under a
@@ -38,7 +39,7 @@ import (
 const virtualBudget = 30 * time.Second
 
 // virtualTasks are the tasks whose fake GPU floods run in virtual time.
-var virtualTasks = map[string]bool{"task1": true, "task2": true, "task3": true}
+var virtualTasks = map[string]bool{"task1": true, "task2": true, "task3": true, "task4": true}
 
 // stuckError is a session whose virtual time stood still for budget of
 // real time.
@@ -67,6 +68,12 @@ func (g *grading) vsession(ctx context.Context) (*session, error) {
 	if g.session != nil {
 		return g.session, nil
 	}
+	// The graded code lives in the fake GPU, except for task 4's, which
+	// is the storm's clients.
+	cmdName := "fakegpu"
+	if g.task.ID == "task4" {
+		cmdName = "storm"
+	}
 	var tags []string
 	if g.opts.Impl == Exercises && g.task.Unit != nil {
 		tags = []string{"ratelab_ex_" + g.task.Unit.Package}
@@ -76,7 +83,7 @@ func (g *grading) vsession(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	bin := filepath.Join(g.tmp, "vsession-"+strings.Join(append([]string{"ref"}, tags...), "-"))
+	bin := filepath.Join(g.tmp, "vsession-"+cmdName+"-"+strings.Join(append([]string{"ref"}, tags...), "-"))
 	// The session's test (cmd/fakegpu/vsession_test.go) makes
 	// testing.Testing() false through a linkname, which the linker allows
 	// only when asked.
@@ -84,7 +91,7 @@ func (g *grading) vsession(ctx context.Context) (*session, error) {
 	if overlay != "" {
 		args = append(args, "-overlay="+overlay)
 	}
-	args = append(args, "./cmd/fakegpu")
+	args = append(args, "./cmd/"+cmdName)
 	g.logf("  building the virtual-time session ...")
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
@@ -282,6 +289,36 @@ func (g *grading) floodVirtual(ctx context.Context, cfg fakegpu.Config, opts ...
 			run.Counts[results.OutcomeTimeout], run.P99MS, run.ServerFinal.MaxWaiting)
 	}
 	return runs, nil
+}
+
+// stormVirtual runs req (OpStorm or OpAmplify) in the grading's session
+// against a fresh server configured as cfg, and returns its result and the
+// server's detailed stats once it had drained.
+func (g *grading) stormVirtual(ctx context.Context, cfg fakegpu.Config, req vsession.Request) (*results.Storm, results.ServerStats, error) {
+	s, err := g.vsession(ctx)
+	if err != nil {
+		return nil, results.ServerStats{}, err
+	}
+	fault := func(err error) error { return g.learnerFault("the storm's clients in virtual time", err) }
+	start := vsession.Request{Op: vsession.OpStart, Config: &cfg, NotBefore: time.Now()}
+	if _, err := s.call(ctx, start); err != nil {
+		return nil, results.ServerStats{}, fault(err)
+	}
+	rep, err := s.call(ctx, req)
+	if err != nil {
+		return nil, results.ServerStats{}, fault(err)
+	}
+	fin, err := s.call(ctx, vsession.Request{Op: vsession.OpFinish})
+	if err != nil {
+		return nil, results.ServerStats{}, fault(err)
+	}
+	if _, err := s.call(ctx, vsession.Request{Op: vsession.OpStop}); err != nil {
+		return nil, results.ServerStats{}, fault(err)
+	}
+	if rep.Storm == nil || fin.Final == nil {
+		return nil, results.ServerStats{}, errors.New("the virtual-time session answered without a result")
+	}
+	return rep.Storm, *fin.Final, nil
 }
 
 // panicServing returns the first handler panic net/http logged in out.
