@@ -41,7 +41,7 @@ func TestVirtualSession(t *testing.T) {
 	if testing.Testing() {
 		t.Fatal("testing.Testing() still reports a test binary: the session would be recognisable")
 	}
-	vsession.Serve(t, os.Stdin, replies, virtualServer)
+	vsession.Serve(t, os.Stdin, replies, vsession.Host{NewServer: virtualServer})
 }
 
 // virtualServer is newServer for a session: the same admission and limiter,

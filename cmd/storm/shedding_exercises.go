@@ -10,5 +10,6 @@ import (
 // admission is the shedding server's admission for the storms in virtual
 // time (vsession_test.go), where the server runs beside the clients: the
 // learner's, in a tree without the reference.
+//
 //lint:ignore U1000 used by vsession_test.go, built with the ratelab_vsession tag
 var admission fakegpu.Admission = fakegpu.AdmissionFunc(shedding.Admit)
