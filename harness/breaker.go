@@ -44,7 +44,12 @@ type DependencyScenario struct {
 	// stuck by then.
 	SlowCall time.Duration
 	// Breaker guards the dependency; nil runs the service without one.
-	Breaker Breaker
+	Breaker Breaker `json:"-"`
+	// Listen and Dial, if set, replace the operating system's network for
+	// the service, its dependency and the flood (an in-memory network, for
+	// a scenario in virtual time; see Options.Dial).
+	Listen func(address string) (net.Listener, error) `json:"-"`
+	Dial   DialFunc                                   `json:"-"`
 }
 
 // scenarioService is the service and its dependency, with their counters.
@@ -144,10 +149,14 @@ func RunDependencyScenario(ctx context.Context, o DependencyScenario) (*results.
 	}
 	s := &scenarioService{opts: o}
 	s.firstRefusal.Store(-1)
-	s.client = &http.Client{Timeout: o.CallTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: 100000}}
+	s.client = &http.Client{Timeout: o.CallTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: 100000, DialContext: o.Dial}}
 	defer s.client.CloseIdleConnections()
+	listen := o.Listen
+	if listen == nil {
+		listen = func(address string) (net.Listener, error) { return net.Listen("tcp", address) }
+	}
 
-	depLn, err := net.Listen("tcp", "127.0.0.1:0")
+	depLn, err := listen("127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +165,7 @@ func RunDependencyScenario(ctx context.Context, o DependencyScenario) (*results.
 	defer dep.Close()
 	s.depURL = "http://" + depLn.Addr().String() + "/"
 
-	svcLn, err := net.Listen("tcp", "127.0.0.1:0")
+	svcLn, err := listen("127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +202,7 @@ func RunDependencyScenario(ctx context.Context, o DependencyScenario) (*results.
 	}()
 	run, err := Flood(ctx, Options{
 		Name: o.Name, URL: "http://" + svcLn.Addr().String() + "/", Rate: o.Rate,
-		Duration: o.Duration, Timeout: o.ClientTimeout, DrainCap: -1,
+		Duration: o.Duration, Timeout: o.ClientTimeout, DrainCap: -1, Dial: o.Dial,
 	})
 	close(stop)
 	wg.Wait()

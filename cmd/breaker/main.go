@@ -33,11 +33,16 @@ func main() {
 	minCalls := flag.Int("min-calls", 10, "breaker: no verdict on fewer calls")
 	cooldown := flag.Duration("cooldown", 2*time.Second, "breaker: how long to stay open")
 	halfOpen := flag.Int("half-open-max", 1, "breaker: trial calls at once while half-open")
+	clientTimeout := flag.Duration("client-timeout", 0, "the service's clients' timeout (default: call-timeout + 5s)")
+	work := flag.Duration("dependency-work", 5*time.Millisecond, "a healthy dependency's answer time")
 	flag.Parse()
 
+	if *clientTimeout <= 0 {
+		*clientTimeout = *callTimeout + 5*time.Second
+	}
 	o := harness.DependencyScenario{
 		Name: "without a breaker", Rate: *rate, Duration: time.Duration(*seconds * float64(time.Second)),
-		ClientTimeout: *callTimeout + 5*time.Second, CallTimeout: *callTimeout, DependencyWork: 5 * time.Millisecond,
+		ClientTimeout: *clientTimeout, CallTimeout: *callTimeout, DependencyWork: *work,
 		DeadAt: *deadAt, DeadFor: *deadFor, SlowCall: *slow,
 	}
 	if *withBreaker {

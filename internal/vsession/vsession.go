@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"testing"
@@ -59,6 +60,10 @@ const (
 	// OpAmplify runs Request.Amplify likewise, sampling the server's
 	// counters as it goes.
 	OpAmplify = "amplify"
+	// OpScenario runs Request.Scenario, task 7's service and its dependency
+	// with the graded breaker configured as Request.Breaker (none if nil),
+	// on a network of its own; it needs no server. Reply.Scenario.
+	OpScenario = "scenario"
 	// OpStop closes the server, if one runs.
 	OpStop = "stop"
 )
@@ -95,6 +100,28 @@ type Request struct {
 	Amplify *harness.AmplifyOptions `json:"amplify,omitempty"`
 	// Retry configures the graded retry loop for OpStorm and OpAmplify.
 	Retry *Retry `json:"retry,omitempty"`
+	// Scenario is OpScenario's scenario; Listen, Dial and Breaker are set
+	// by the session.
+	Scenario *harness.DependencyScenario `json:"scenario,omitempty"`
+	// Breaker configures the graded breaker for OpScenario; nil runs the
+	// service without one.
+	Breaker *Breaker `json:"breaker,omitempty"`
+}
+
+// Breaker is how task 7's circuit breaker is configured (its
+// BreakerSettings).
+type Breaker struct {
+	// Window is how many of the latest calls are judged.
+	Window int `json:"window"`
+	// FailureRatio opens the breaker when more than this share of the
+	// window failed.
+	FailureRatio float64 `json:"failure_ratio"`
+	// MinCalls is the fewest calls judged at all.
+	MinCalls int `json:"min_calls"`
+	// Cooldown is how long the breaker stays open.
+	Cooldown time.Duration `json:"cooldown"`
+	// HalfOpenMax is how many trial calls may be out at once.
+	HalfOpenMax int `json:"half_open_max"`
 }
 
 // Retry is how a storm's or an amplifier's clients retry (task 4's
@@ -122,6 +149,8 @@ type Reply struct {
 	Final *results.ServerStats `json:"final,omitempty"`
 	// Storm is OpStorm's or OpAmplify's result.
 	Storm *results.Storm `json:"storm,omitempty"`
+	// Scenario is OpScenario's result.
+	Scenario *results.Scenario `json:"scenario,omitempty"`
 	// Now is the bubble's clock when the reply was written.
 	Now time.Time `json:"now"`
 	// Error says why the request failed; empty on success.
@@ -141,6 +170,9 @@ type Host struct {
 	// NewCall returns the graded retry loop configured as r, for OpStorm
 	// and OpAmplify; nil in a session without one.
 	NewCall func(r Retry) harness.CallFunc
+	// NewBreaker returns the graded circuit breaker configured as b, for
+	// OpScenario; nil in a session without one.
+	NewBreaker func(b Breaker) harness.Breaker
 }
 
 // item is one decoded request, or why there is none.
@@ -244,6 +276,19 @@ func (s *session) do(r Request) Reply {
 			rep.Error = fmt.Sprintf("%s: %v", r.Op, err)
 		}
 		return rep
+	case OpScenario:
+		if r.Scenario == nil {
+			return fail("scenario: no scenario")
+		}
+		if r.Breaker != nil && s.host.NewBreaker == nil {
+			return fail("scenario: no breaker in this session")
+		}
+		sc, err := s.scenario(*r.Scenario, r.Breaker)
+		rep := Reply{Scenario: sc}
+		if err != nil {
+			rep.Error = fmt.Sprintf("scenario: %v", err)
+		}
+		return rep
 	case OpStop:
 		s.stop()
 		return Reply{}
@@ -320,6 +365,23 @@ func (s *session) storm(r Request) (*results.Storm, error) {
 		st.BaseMS, st.CapMS = float64(rt.Base)/float64(time.Millisecond), float64(rt.Cap)/float64(time.Millisecond)
 	}
 	return st, err
+}
+
+// scenario runs o on a fresh in-memory network, with the graded breaker
+// configured as b (none if nil).
+func (s *session) scenario(o harness.DependencyScenario, b *Breaker) (*results.Scenario, error) {
+	n := &vnet.Network{}
+	o.Listen = func(address string) (net.Listener, error) { return n.Listen(address) }
+	o.Dial = n.DialContext
+	o.Breaker = nil
+	if b != nil {
+		o.Breaker = s.host.NewBreaker(*b)
+	}
+	sc, err := harness.RunDependencyScenario(context.Background(), o)
+	if sc != nil && sc.Run != nil {
+		sc.Run.Clock = results.ClockVirtual
+	}
+	return sc, err
 }
 
 // finish waits until the server holds no request, or DrainCap, and reads
