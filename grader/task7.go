@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
+	"ratelab/harness"
+	"ratelab/internal/vsession"
 	"ratelab/results"
 )
 
@@ -19,7 +22,46 @@ const (
 	task7Cooldown    = 2 * time.Second // the scenario's, so recovery fits the run; 30 s is usual
 	task7DeadFor     = 10 * time.Second
 	task7TrialsBound = 5 // half-open trials in 10 s dead: one per cooldown
+	// The rest of the scenario: 25 s of requests, the dependency dead from
+	// 5 s in, the service's clients patient for 5 s more than its own
+	// timeout, and the breaker's other settings.
+	task7Seconds       = 25 * time.Second
+	task7DeadAt        = 5 * time.Second
+	task7CallTimeout   = 10 * time.Second
+	task7ClientTimeout = task7CallTimeout + 5*time.Second
+	task7Work          = 5 * time.Millisecond
+	task7FailureRatio  = 0.5
+	task7MinCalls      = 10
+	task7HalfOpenMax   = 1
 )
+
+// task7Settings is task 7's dependency scenario, and with a breaker its
+// settings (nil without one).
+func task7Settings(with bool) (harness.DependencyScenario, *vsession.Breaker) {
+	o := harness.DependencyScenario{
+		Name: "without a breaker", Rate: task7Rate, Duration: task7Seconds,
+		ClientTimeout: task7ClientTimeout, CallTimeout: task7CallTimeout, DependencyWork: task7Work,
+		DeadAt: task7DeadAt, DeadFor: task7DeadFor, SlowCall: task7SlowCall,
+	}
+	if !with {
+		return o, nil
+	}
+	o.Name = "with a breaker"
+	return o, &vsession.Breaker{Window: task7Window, FailureRatio: task7FailureRatio, MinCalls: task7MinCalls, Cooldown: task7Cooldown, HalfOpenMax: task7HalfOpenMax}
+}
+
+// scenarioArgs is cmd/breaker's command line for o and b.
+func scenarioArgs(o harness.DependencyScenario, b *vsession.Breaker) []string {
+	args := []string{"--rate", strconv.FormatFloat(o.Rate, 'g', -1, 64), "--seconds", strconv.FormatFloat(o.Duration.Seconds(), 'g', -1, 64),
+		"--dead-at", o.DeadAt.String(), "--dead-for", o.DeadFor.String(), "--call-timeout", o.CallTimeout.String(),
+		"--client-timeout", o.ClientTimeout.String(), "--dependency-work", o.DependencyWork.String(), "--slow-call", o.SlowCall.String(),
+		fmt.Sprintf("--breaker=%t", b != nil)}
+	if b != nil {
+		args = append(args, "--window", strconv.Itoa(b.Window), "--failure-ratio", strconv.FormatFloat(b.FailureRatio, 'g', -1, 64),
+			"--min-calls", strconv.Itoa(b.MinCalls), "--cooldown", b.Cooldown.String(), "--half-open-max", strconv.Itoa(b.HalfOpenMax))
+	}
+	return args
+}
 
 // Tolerances of task 7, each with the reason it is as wide as it is.
 const (
@@ -70,6 +112,9 @@ func gradeTask7(ctx context.Context, g *grading) error {
 		return err
 	}
 	if notReady == "" {
+		if g.virtual() {
+			return scenarioTask7(ctx, g, "") // the session builds its own (virtual.go)
+		}
 		bin, err := g.breakerBinary(ctx)
 		if err == nil {
 			return scenarioTask7(ctx, g, bin)
@@ -92,10 +137,26 @@ func (g *grading) breakerBinary(ctx context.Context) (string, error) {
 	return buildCmd(ctx, g.opts.Root, g.tmp, "breaker", referenceTags(g.opts.Root, tags), overlay)
 }
 
-// runScenario runs the breaker binary once and decodes its result.
-func (g *grading) runScenario(ctx context.Context, bin string, args ...string) (*results.Scenario, error) {
+// runScenario runs the scenario o, with the breaker b (none if nil): in
+// the grading's virtual-time session, or on the wall clock with the
+// breaker binary bin.
+func (g *grading) runScenario(ctx context.Context, bin string, o harness.DependencyScenario, b *vsession.Breaker) (*results.Scenario, error) {
+	if g.virtual() {
+		s, err := g.vsession(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rep, err := s.call(ctx, vsession.Request{Op: vsession.OpScenario, Scenario: &o, Breaker: b})
+		if err != nil {
+			return nil, g.learnerFault("the dependency scenario in virtual time", err)
+		}
+		if rep.Scenario == nil || rep.Scenario.Run == nil {
+			return nil, fmt.Errorf("the virtual-time scenario returned no run")
+		}
+		return rep.Scenario, nil
+	}
 	var sc results.Scenario
-	if err := RunJSON(ctx, 2*time.Minute, &sc, bin, args...); err != nil {
+	if err := RunJSON(ctx, 2*time.Minute, &sc, bin, scenarioArgs(o, b)...); err != nil {
 		return nil, g.learnerFault("the dependency scenario", err)
 	}
 	if sc.Run == nil {
@@ -105,12 +166,12 @@ func (g *grading) runScenario(ctx context.Context, bin string, args ...string) (
 }
 
 func scenarioTask7(ctx context.Context, g *grading, bin string) error {
-	args := []string{"--rate", fmt.Sprint(task7Rate), "--window", fmt.Sprint(task7Window),
-		"--slow-call", task7SlowCall.String(), "--cooldown", task7Cooldown.String(), "--dead-for", task7DeadFor.String()}
 	var out [2]*results.Scenario
 	for i, with := range []bool{false, true} {
-		g.logf("  dead dependency for 10 s, service at 100/s, %s ...", map[bool]string{true: "with the breaker", false: "without a breaker"}[with])
-		sc, err := g.runScenario(ctx, bin, append(args, fmt.Sprintf("--breaker=%t", with))...)
+		g.logf("  dead dependency for 10 s, service at 100/s, %s%s ...", map[bool]string{true: "with the breaker", false: "without a breaker"}[with],
+			map[bool]string{true: ", in virtual time", false: ""}[g.virtual()])
+		o, b := task7Settings(with)
+		sc, err := g.runScenario(ctx, bin, o, b)
 		if err != nil {
 			return err
 		}
