@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"ratelab/harness"
+	"ratelab/internal/vsession"
+	"ratelab/provider"
 	"ratelab/results"
 )
 
@@ -47,6 +50,9 @@ func gradeTask5(ctx context.Context, g *grading) error {
 		return err
 	}
 	if notReady == "" {
+		if g.virtual() {
+			return judgeTask5(ctx, g, "") // the session builds its own (virtual.go)
+		}
 		overlay, err := writeOverlay(g.tmp, g.opts.Root, g.opts.Replace)
 		if err != nil {
 			return err
@@ -68,7 +74,23 @@ func gradeTask5(ctx context.Context, g *grading) error {
 func judgeTask5(ctx context.Context, g *grading, bin string) error {
 	g.logf("  judge: 2,000 relevance judgments of about 3,000 tokens, four strategies, against the fake API (about a minute) ...")
 	var rep results.JudgeReport
-	if err := RunJSON(ctx, task5Limit, &rep, bin, "--in-process", "--strategy", "all"); err != nil {
+	if g.virtual() {
+		s, err := g.vsession(ctx)
+		if err != nil {
+			return err
+		}
+		// The judge's defaults, as cmd/judge --in-process --strategy all.
+		api := provider.DefaultConfig()
+		out, err := s.call(ctx, vsession.Request{Op: vsession.OpJudge, API: &api,
+			Judge: &harness.JudgeOptions{Workload: harness.DefaultJudgeWorkload()}})
+		if err != nil {
+			return g.learnerFault("the judge in virtual time", err)
+		}
+		if out.Judge == nil {
+			return fmt.Errorf("the virtual-time judge returned no report")
+		}
+		rep = *out.Judge
+	} else if err := RunJSON(ctx, task5Limit, &rep, bin, "--in-process", "--strategy", "all"); err != nil {
 		return g.learnerFault("the judge", err)
 	}
 	g.doc.Judge = &rep

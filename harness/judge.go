@@ -82,12 +82,15 @@ type JudgeOptions struct {
 	// NewPoliteClient, from the learner's tree or the reference), so that
 	// harness never imports it. A panic in it, or in its Create, is
 	// reported in the strategy's Error.
-	NewPolite func(PoliteOptions) Creator
+	NewPolite func(PoliteOptions) Creator `json:"-"`
 	// Client names the tree NewPolite comes from, such as
 	// "solutions/llmclient", for the report.
 	Client string
 	// Log, if set, gets one line per strategy as it ends.
-	Log io.Writer
+	Log io.Writer `json:"-"`
+	// Dial, if set, opens every connection to the API instead of the
+	// operating system's network (see Options.Dial).
+	Dial DialFunc `json:"-"`
 }
 
 // Judge runs the strategies and returns their report. Every count a check
@@ -117,11 +120,14 @@ func Judge(ctx context.Context, o JudgeOptions) (*results.JudgeReport, error) {
 		return nil, err
 	}
 	url := strings.TrimRight(o.URL, "/")
-	st, err := readAPIStats(ctx, url, "")
+	statsTr := &http.Transport{DialContext: o.Dial}
+	defer statsTr.CloseIdleConnections()
+	stats := &http.Client{Transport: statsTr}
+	st, err := readAPIStats(ctx, stats, url, "")
 	if err != nil {
 		return nil, err
 	}
-	r := &judgeRun{url: url, limits: st.Limits, opts: o}
+	r := &judgeRun{url: url, limits: st.Limits, opts: o, stats: stats}
 	report := &results.JudgeReport{
 		Schema: results.JudgeSchema, Client: o.Client, URL: url, InProcess: o.InProcess,
 		Limits: st.Limits, Workload: w,
@@ -152,6 +158,7 @@ type judgeRun struct {
 	url    string
 	limits results.APILimits
 	opts   JudgeOptions
+	stats  *http.Client // reads the API's /stats
 }
 
 // minimum returns the theoretical minimum of a strategy and its two terms:
@@ -184,7 +191,7 @@ func (r *judgeRun) strategy(ctx context.Context, name string) results.JudgeStrat
 	sctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 
-	tr := &http.Transport{MaxIdleConnsPerHost: w.N + 16, IdleConnTimeout: 30 * time.Second, DisableCompression: true}
+	tr := &http.Transport{MaxIdleConnsPerHost: w.N + 16, IdleConnTimeout: 30 * time.Second, DisableCompression: true, DialContext: r.opts.Dial}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
 	prompts := judgePrompts(w, cached)
@@ -230,7 +237,7 @@ func (r *judgeRun) strategy(ctx context.Context, name string) results.JudgeStrat
 		res.Error = t.panic
 	}
 
-	st, err := readAPIStats(ctx, r.url, res.Key)
+	st, err := readAPIStats(ctx, r.stats, r.url, res.Key)
 	if err != nil {
 		res.Error = strings.TrimPrefix(res.Error+"; ", "; ") + err.Error()
 	}
@@ -502,8 +509,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// readAPIStats reads the API's /stats, for key only if key is set.
-func readAPIStats(ctx context.Context, url, key string) (provider.Stats, error) {
+// readAPIStats reads the API's /stats with hc, for key only if key is set.
+func readAPIStats(ctx context.Context, hc *http.Client, url, key string) (provider.Stats, error) {
 	var st provider.Stats
 	u := url + "/stats"
 	if key != "" {
@@ -515,7 +522,7 @@ func readAPIStats(ctx context.Context, url, key string) (provider.Stats, error) 
 	if err != nil {
 		return st, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return st, fmt.Errorf("read the API's stats: %w", err)
 	}

@@ -18,6 +18,8 @@ type JudgeReport struct {
 	// it itself.
 	URL       string `json:"url"`
 	InProcess bool   `json:"in_process"`
+	// Clock is the clock the judge ran on; empty is ClockWall.
+	Clock Clock `json:"clock,omitempty"`
 	// Limits are the API's limits, read from its /stats.
 	Limits     APILimits       `json:"limits"`
 	Workload   JudgeWorkload   `json:"workload"`

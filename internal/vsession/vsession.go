@@ -36,6 +36,7 @@ import (
 	"ratelab/harness"
 	"ratelab/internal/vnet"
 	"ratelab/model"
+	"ratelab/provider"
 	"ratelab/results"
 )
 
@@ -64,6 +65,11 @@ const (
 	// with the graded breaker configured as Request.Breaker (none if nil),
 	// on a network of its own; it needs no server. Reply.Scenario.
 	OpScenario = "scenario"
+	// OpJudge runs Request.Judge, task 5's strategies with the graded
+	// polite client, against a fake Messages API configured as
+	// Request.API on a network of its own; it needs no server.
+	// Reply.Judge.
+	OpJudge = "judge"
 	// OpStop closes the server, if one runs.
 	OpStop = "stop"
 )
@@ -106,6 +112,11 @@ type Request struct {
 	// Breaker configures the graded breaker for OpScenario; nil runs the
 	// service without one.
 	Breaker *Breaker `json:"breaker,omitempty"`
+	// Judge is OpJudge's run; its URL, NewPolite, Client and Dial are set
+	// by the session.
+	Judge *harness.JudgeOptions `json:"judge,omitempty"`
+	// API is OpJudge's fake Messages API.
+	API *provider.Config `json:"api,omitempty"`
 }
 
 // Breaker is how task 7's circuit breaker is configured (its
@@ -151,6 +162,8 @@ type Reply struct {
 	Storm *results.Storm `json:"storm,omitempty"`
 	// Scenario is OpScenario's result.
 	Scenario *results.Scenario `json:"scenario,omitempty"`
+	// Judge is OpJudge's result.
+	Judge *results.JudgeReport `json:"judge,omitempty"`
 	// Now is the bubble's clock when the reply was written.
 	Now time.Time `json:"now"`
 	// Error says why the request failed; empty on success.
@@ -173,6 +186,10 @@ type Host struct {
 	// NewBreaker returns the graded circuit breaker configured as b, for
 	// OpScenario; nil in a session without one.
 	NewBreaker func(b Breaker) harness.Breaker
+	// NewPolite returns the graded polite client, for OpJudge, and Client
+	// names its tree; nil in a session without one.
+	NewPolite func(harness.PoliteOptions) harness.Creator
+	Client    string
 }
 
 // item is one decoded request, or why there is none.
@@ -289,6 +306,19 @@ func (s *session) do(r Request) Reply {
 			rep.Error = fmt.Sprintf("scenario: %v", err)
 		}
 		return rep
+	case OpJudge:
+		if r.Judge == nil || r.API == nil {
+			return fail("judge: no judge or no API")
+		}
+		if s.host.NewPolite == nil {
+			return fail("judge: no polite client in this session")
+		}
+		rep, err := s.judge(*r.Judge, *r.API)
+		out := Reply{Judge: rep}
+		if err != nil {
+			out.Error = fmt.Sprintf("judge: %v", err)
+		}
+		return out
 	case OpStop:
 		s.stop()
 		return Reply{}
@@ -382,6 +412,35 @@ func (s *session) scenario(o harness.DependencyScenario, b *Breaker) (*results.S
 		sc.Run.Clock = results.ClockVirtual
 	}
 	return sc, err
+}
+
+// apiAddr is where OpJudge's fake API listens on its in-memory network:
+// a port nothing listens on for real, so a client that ignores the
+// HTTPClient it was given is refused at once, not sent elsewhere.
+const apiAddr = "127.0.0.1:1"
+
+// judge runs o against a fresh fake API configured as api.
+func (s *session) judge(o harness.JudgeOptions, api provider.Config) (*results.JudgeReport, error) {
+	srv, err := provider.New(api)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	n := &vnet.Network{}
+	l, err := n.Listen(apiAddr)
+	if err != nil {
+		return nil, err
+	}
+	hs := &http.Server{Handler: srv}
+	go func() { _ = hs.Serve(l) }()
+	defer hs.Close()
+	o.URL, o.InProcess, o.Dial = "http://"+apiAddr, true, n.DialContext
+	o.NewPolite, o.Client, o.Log = s.host.NewPolite, s.host.Client, nil
+	rep, err := harness.Judge(context.Background(), o)
+	if rep != nil {
+		rep.Clock = results.ClockVirtual
+	}
+	return rep, err
 }
 
 // finish waits until the server holds no request, or DrainCap, and reads
