@@ -15,6 +15,8 @@ type Counting struct {
 	// Tree is the tree the limiters came from: "solutions/counting" or
 	// "exercises/counting".
 	Tree string `json:"tree"`
+	// Clock is the clock the measurements ran on; empty is ClockWall.
+	Clock Clock `json:"clock,omitempty"`
 	// Boundary is the boundary burst, one record per limiter.
 	Boundary []CountingBoundary `json:"boundary,omitempty"`
 	// Return is the synchronised return, one record per limiter.

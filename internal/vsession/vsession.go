@@ -70,6 +70,9 @@ const (
 	// Request.API on a network of its own; it needs no server.
 	// Reply.Judge.
 	OpJudge = "judge"
+	// OpCounting runs task 8's measurements of Request.Counting on the
+	// graded limiters; it needs no server. Reply.Counting.
+	OpCounting = "counting"
 	// OpStop closes the server, if one runs.
 	OpStop = "stop"
 )
@@ -91,10 +94,11 @@ type Request struct {
 	Op string `json:"op"`
 	// Config is OpStart's server.
 	Config *fakegpu.Config `json:"config,omitempty"`
-	// NotBefore, for OpStart, moves the bubble's clock forward to this
-	// instant first, if it is still ahead. A bubble's clock starts at
-	// midnight UTC on 2000-01-01, which code could recognise; a grader
-	// passes the real time.
+	// NotBefore moves the bubble's clock forward to this instant before
+	// the request is carried out, if it is still ahead. A bubble's clock
+	// starts at midnight UTC on 2000-01-01, which code could recognise; a
+	// grader passes the real time with every request that starts
+	// something.
 	NotBefore time.Time `json:"not_before,omitzero"`
 	// Floods are OpFlood's floods. Their URL is set by the session (path
 	// /generate on Addr); Stats, Progress and Dial are set there too.
@@ -117,6 +121,8 @@ type Request struct {
 	Judge *harness.JudgeOptions `json:"judge,omitempty"`
 	// API is OpJudge's fake Messages API.
 	API *provider.Config `json:"api,omitempty"`
+	// Counting is OpCounting's measurements.
+	Counting *harness.CountingOptions `json:"counting,omitempty"`
 }
 
 // Breaker is how task 7's circuit breaker is configured (its
@@ -164,6 +170,8 @@ type Reply struct {
 	Scenario *results.Scenario `json:"scenario,omitempty"`
 	// Judge is OpJudge's result.
 	Judge *results.JudgeReport `json:"judge,omitempty"`
+	// Counting is OpCounting's result.
+	Counting *results.Counting `json:"counting,omitempty"`
 	// Now is the bubble's clock when the reply was written.
 	Now time.Time `json:"now"`
 	// Error says why the request failed; empty on success.
@@ -190,6 +198,10 @@ type Host struct {
 	// names its tree; nil in a session without one.
 	NewPolite func(harness.PoliteOptions) harness.Creator
 	Client    string
+	// Counting is the graded set of limiters, for OpCounting, and
+	// CountingTree names its tree; nil in a session without them.
+	Counting     *harness.CountingSet
+	CountingTree string
 }
 
 // item is one decoded request, or why there is none.
@@ -249,6 +261,9 @@ type session struct {
 // do carries out one request.
 func (s *session) do(r Request) Reply {
 	fail := func(format string, args ...any) Reply { return Reply{Error: fmt.Sprintf(format, args...)} }
+	if d := time.Until(r.NotBefore); d > 0 {
+		time.Sleep(d)
+	}
 	switch r.Op {
 	case OpStart:
 		if s.srv != nil {
@@ -256,9 +271,6 @@ func (s *session) do(r Request) Reply {
 		}
 		if r.Config == nil {
 			return fail("start: no config")
-		}
-		if d := time.Until(r.NotBefore); d > 0 {
-			time.Sleep(d)
 		}
 		if err := s.start(*r.Config); err != nil {
 			return fail("start: %v", err)
@@ -317,6 +329,19 @@ func (s *session) do(r Request) Reply {
 		out := Reply{Judge: rep}
 		if err != nil {
 			out.Error = fmt.Sprintf("judge: %v", err)
+		}
+		return out
+	case OpCounting:
+		if r.Counting == nil || s.host.Counting == nil {
+			return fail("counting: no measurements, or no limiters in this session")
+		}
+		c, err := harness.MeasureCounting(context.Background(), *s.host.Counting, *r.Counting)
+		if c != nil {
+			c.Tree, c.Clock = s.host.CountingTree, results.ClockVirtual
+		}
+		out := Reply{Counting: c}
+		if err != nil {
+			out.Error = fmt.Sprintf("counting: %v", err)
 		}
 		return out
 	case OpStop:
