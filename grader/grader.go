@@ -71,11 +71,11 @@ type Options struct {
 	// Storms, the amplifier, the judge and the dependency scenario keep
 	// their size: their effects need the time they take.
 	Quick bool
-	// Virtual floods the fake GPU of tasks 1 to 3 in virtual time: in a
+	// Virtual runs the traffic of every task but 6 in virtual time: in a
 	// testing/synctest bubble, the same on every machine and in a
 	// fraction of the time (see virtual.go). What a bubble cannot judge
-	// (idle CPU, memory under a key flood) stays on the wall clock, and
-	// so do tasks 4 to 8 for now.
+	// (idle CPU, memory) stays on the wall clock, and so does task 6 for
+	// now.
 	Virtual bool
 	// virtualBudget overrides virtualBudget (the grader's tests shorten
 	// it).
@@ -315,7 +315,7 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 		defer os.RemoveAll(tmp)
 		defer g.closeSession()
 		if g.virtual() {
-			doc.Notes = append(doc.Notes, "virtual time: the fake GPU's floods ran in a testing/synctest bubble over an in-memory network, the same on every machine; the idle and memory checks ran on the wall clock")
+			doc.Notes = append(doc.Notes, "virtual time: this task's traffic ran in a testing/synctest bubble over an in-memory network, the same on every machine; what a bubble cannot judge (idle CPU, memory) ran on the wall clock")
 		} else if opts.Virtual {
 			doc.Notes = append(doc.Notes, task.ID+" has no virtual-time floods yet: it ran on the wall clock")
 		}

@@ -20,17 +20,20 @@ import (
 )
 
 // Virtual time (Options.Virtual): the floods of tasks 1 to 3 against the
-// fake GPU, and task 4's storms and amplifier, run in a testing/synctest
-// bubble over an in-memory network, in a test binary built with the graded
-// code (cmd/fakegpu's or cmd/storm's TestVirtualSession, see
-// internal/vsession). The grader drives it with one request per server and
-// flood or storm, and judges what it returns with the same checks as on the
-// wall clock.
+// fake GPU, task 4's storms and amplifier, task 5's judge against the fake
+// API, task 7's dependency scenario and task 8's timed measurements run in
+// a testing/synctest bubble over an in-memory network, in a test binary
+// built with the graded code (the TestVirtualSession of cmd/fakegpu,
+// cmd/storm, cmd/judge, cmd/breaker or cmd/counting; see
+// internal/vsession). The grader drives it with one request per server,
+// flood, storm or measurement, and judges what it returns with the same
+// checks as on the wall clock.
 //
 // What a bubble cannot see stays on the wall clock, in the same grading:
-// the server's CPU while idle (a bubble makes computation free) and its
-// memory under a flood of new keys (the bubble's process holds the clients
-// too). Tasks 5 to 8 run on the wall clock for now, and say so.
+// the server's CPU while idle (a bubble makes computation free), task 3's
+// server memory under a flood of new keys and task 8's memory per client
+// (the bubble's process holds the clients too, and code could tell). Task
+// 6 runs on the wall clock for now, and says so.
 
 // virtualBudget is how long, in real time, one request to a session may
 // take before the grader gives up on it: a 10 s flood takes well under a
@@ -39,7 +42,7 @@ import (
 const virtualBudget = 30 * time.Second
 
 // virtualTasks are the tasks whose fake GPU floods run in virtual time.
-var virtualTasks = map[string]bool{"task1": true, "task2": true, "task3": true, "task4": true, "task5": true, "task7": true}
+var virtualTasks = map[string]bool{"task1": true, "task2": true, "task3": true, "task4": true, "task5": true, "task7": true, "task8": true}
 
 // stuckError is a session whose virtual time stood still for budget of
 // real time.
@@ -78,6 +81,8 @@ func (g *grading) vsession(ctx context.Context) (*session, error) {
 		cmdName = "judge" // the polite client and the fake Messages API
 	case "task7":
 		cmdName = "breaker" // the service and its dependency
+	case "task8":
+		cmdName = "counting" // the four limiters
 	}
 	var tags []string
 	if g.opts.Impl == Exercises && g.task.Unit != nil {
