@@ -27,7 +27,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -174,6 +176,10 @@ type Reply struct {
 	Counting *results.Counting `json:"counting,omitempty"`
 	// Now is the bubble's clock when the reply was written.
 	Now time.Time `json:"now"`
+	// Stalled says the bubble's clock stood still for StallLimit of real
+	// time while the request was being carried out (Error is then
+	// StallMessage): the session ends after this reply.
+	Stalled bool `json:"stalled,omitempty"`
 	// Error says why the request failed; empty on success.
 	Error string `json:"error,omitempty"`
 }
@@ -198,6 +204,9 @@ type Host struct {
 	// names its tree; nil in a session without one.
 	NewPolite func(harness.PoliteOptions) harness.Creator
 	Client    string
+	// Stalled is called once the session has sent a stalled reply; nil
+	// ends the process with status 3 (a stalled bubble cannot be stopped).
+	Stalled func()
 	// Counting is the graded set of limiters, for OpCounting, and
 	// CountingTree names its tree; nil in a session without them.
 	Counting     *harness.CountingSet
@@ -228,25 +237,130 @@ func Serve(t *testing.T, in io.Reader, out io.Writer, host Host) {
 			}
 		}
 	}()
-	enc := json.NewEncoder(out)
+	w := &replyWriter{enc: json.NewEncoder(out)}
+	var p progress
+	stalled := host.Stalled
+	if stalled == nil {
+		stalled = func() { os.Exit(3) }
+	}
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
+	go p.watch(stopWatch, StallLimit, func() {
+		_ = w.write(Reply{Error: StallMessage, Stalled: true})
+		stalled()
+	})
 	synctest.Test(t, func(t *testing.T) {
 		s := &session{host: host}
 		defer s.stop()
+		beating := make(chan bool)
+		defer close(beating)
+		go p.beat(beating)
 		for it := range reqs {
 			if it.err != nil {
 				if !errors.Is(it.err, io.EOF) {
-					_ = enc.Encode(Reply{Error: fmt.Sprintf("malformed request: %v", it.err)})
+					_ = w.write(Reply{Error: fmt.Sprintf("malformed request: %v", it.err)})
 				}
 				return
 			}
+			// Before the beat starts: beats every 10 ms over decades
+			// would take hours.
+			if d := time.Until(it.req.NotBefore); d > 0 {
+				time.Sleep(d)
+			}
+			p.busy.Store(true)
+			beating <- true
 			rep := s.do(it.req)
+			beating <- false
+			p.busy.Store(false)
 			rep.Now = time.Now()
-			if err := enc.Encode(rep); err != nil {
+			if err := w.write(rep); err != nil {
 				t.Errorf("vsession: write reply: %v", err)
 				return
 			}
 		}
 	})
+}
+
+// StallLimit is how long, in real time, a request may go on while the
+// bubble's clock does not move before the session gives up on it: the sign
+// of a goroutine that never blocks. Work that merely takes real time moves
+// the clock now and then (a 10 s flood moves it thousands of times), so
+// slow code is not mistaken for stuck code.
+const StallLimit = 10 * time.Second
+
+// StallMessage is the Error of the reply a stalled session sends before
+// it ends.
+const StallMessage = "virtual time stood still: the bubble's clock did not move for 10s of real time while a request was being carried out. Something in the code never blocks: a loop that waits by checking time.Now() or a channel without sleeping keeps a bubble's clock from moving (and burns a core on the wall clock)"
+
+// replyWriter writes replies from the session and from its watchdog.
+type replyWriter struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+func (w *replyWriter) write(r Reply) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.enc.Encode(r)
+}
+
+// progress is how a session tells, on the real clock, whether its bubble's
+// clock is moving.
+type progress struct {
+	busy atomic.Bool  // a request is being carried out
+	now  atomic.Int64 // the bubble's clock, Unix nanoseconds, as beat last saw it
+}
+
+// beatEvery is beat's period in virtual time: off the 10 µs grid of the
+// floods' events (model.SendGrid) by a nanosecond a beat, so that it
+// almost never shares an instant with them.
+const beatEvery = 10*time.Millisecond + time.Nanosecond
+
+// beat records the bubble's clock every beatEvery of virtual time while
+// on says so (true on, false off), until on is closed. Off, it waits
+// without a timer, so that the clock can jump far ahead. It runs inside
+// the bubble.
+func (p *progress) beat(on <-chan bool) {
+	beating := false
+	for {
+		p.now.Store(time.Now().UnixNano())
+		var tick <-chan time.Time
+		if beating {
+			tick = time.After(beatEvery)
+		}
+		select {
+		case b, ok := <-on:
+			if !ok {
+				return
+			}
+			beating = b
+		case <-tick:
+		}
+	}
+}
+
+// watch calls stalled if, while a request is being carried out, the
+// bubble's clock stays still for limit of real time. It runs outside the
+// bubble, until stop is closed.
+func (p *progress) watch(stop <-chan struct{}, limit time.Duration, stalled func()) {
+	tick := time.NewTicker(limit / 20)
+	defer tick.Stop()
+	last, since := p.now.Load(), time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		if v := p.now.Load(); v != last || !p.busy.Load() {
+			last, since = v, time.Now()
+			continue
+		}
+		if time.Since(since) >= limit {
+			stalled()
+			return
+		}
+	}
 }
 
 // session is the state of one bubble: at most one server at a time.
@@ -261,9 +375,6 @@ type session struct {
 // do carries out one request.
 func (s *session) do(r Request) Reply {
 	fail := func(format string, args ...any) Reply { return Reply{Error: fmt.Sprintf(format, args...)} }
-	if d := time.Until(r.NotBefore); d > 0 {
-		time.Sleep(d)
-	}
 	switch r.Op {
 	case OpStart:
 		if s.srv != nil {

@@ -128,3 +128,39 @@ func TestSessionRefusesWhatItCannotDo(t *testing.T) {
 		assert.Contains(t, reps[i].Error, want, "reply %d", i)
 	}
 }
+
+// The watchdog gives up on a request only while the bubble's clock stands
+// still: not between requests, and not while the clock moves, however
+// long the request takes in real time.
+func TestWatchdogSeesAStillClock(t *testing.T) {
+	const limit = 200 * time.Millisecond
+	run := func(busy, moving bool) bool {
+		var p progress
+		p.busy.Store(busy)
+		stop := make(chan struct{})
+		defer close(stop)
+		if moving {
+			go func() {
+				for i := int64(1); ; i++ {
+					select {
+					case <-stop:
+						return
+					case <-time.After(limit / 10):
+						p.now.Store(i)
+					}
+				}
+			}()
+		}
+		stalled := make(chan struct{}, 1)
+		go p.watch(stop, limit, func() { stalled <- struct{}{} })
+		select {
+		case <-stalled:
+			return true
+		case <-time.After(5 * limit):
+			return false
+		}
+	}
+	assert.True(t, run(true, false), "a request with a still clock")
+	assert.False(t, run(false, false), "no request: the clock waits for the grader")
+	assert.False(t, run(true, true), "a request with a moving clock")
+}
