@@ -25,7 +25,7 @@ const (
 	// The rest of the scenario: 25 s of requests, the dependency dead from
 	// 5 s in, the service's clients patient for 5 s more than its own
 	// timeout, and the breaker's other settings.
-	task7Seconds       = 25 * time.Second
+	task7Length        = 25 * time.Second
 	task7DeadAt        = 5 * time.Second
 	task7CallTimeout   = 10 * time.Second
 	task7ClientTimeout = task7CallTimeout + 5*time.Second
@@ -39,7 +39,7 @@ const (
 // settings (nil without one).
 func task7Settings(with bool) (harness.DependencyScenario, *vsession.Breaker) {
 	o := harness.DependencyScenario{
-		Name: "without a breaker", Rate: task7Rate, Duration: task7Seconds,
+		Name: "without a breaker", Rate: task7Rate, Duration: task7Length,
 		ClientTimeout: task7ClientTimeout, CallTimeout: task7CallTimeout, DependencyWork: task7Work,
 		DeadAt: task7DeadAt, DeadFor: task7DeadFor, SlowCall: task7SlowCall,
 	}
