@@ -213,6 +213,26 @@ type Host struct {
 	CountingTree string
 }
 
+// Main serves the grader that built this test binary (with the build tag
+// ratelab_vsession and -ldflags=-checklinkname=0) and started it with
+// EnvServe set: requests on standard input, replies on descriptor 3. It
+// first makes testing.Testing() report false, so that the graded code in
+// host cannot tell the session from the program it stands for. Each
+// command's TestVirtualSession calls it; without EnvServe it skips.
+func Main(t *testing.T, host Host) {
+	if os.Getenv(EnvServe) == "" {
+		t.Skipf("serves a grader's virtual-time session when %s is set", EnvServe)
+	}
+	replies := os.NewFile(3, "replies")
+	if replies == nil {
+		t.Fatal("no descriptor 3 to reply on")
+	}
+	if !hideTesting() {
+		t.Fatal("testing.Testing() still reports a test binary: build the session with -tags ratelab_vsession and -ldflags=-checklinkname=0")
+	}
+	Serve(t, os.Stdin, replies, host)
+}
+
 // item is one decoded request, or why there is none.
 type item struct {
 	req Request
