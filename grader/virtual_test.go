@@ -17,23 +17,12 @@ import (
 	"ratelab/harness"
 	"ratelab/internal/suites/suitekit"
 	"ratelab/internal/vnet"
+	"ratelab/internal/vsession"
 	"ratelab/model"
 	"ratelab/results"
 	"ratelab/solutions/bucket"
 	"ratelab/solutions/shedding"
 )
-
-// settleOnce returns a fakegpu settle hook for a synctest bubble:
-// synctest.Wait, one caller at a time (a channel, on which a bubble's
-// goroutines block durably).
-func settleOnce() func() {
-	sem := make(chan struct{}, 1)
-	return func() {
-		sem <- struct{}{}
-		synctest.Wait()
-		<-sem
-	}
-}
 
 // virtualFlood floods a fresh in-memory server with cfg (and the
 // reference's admission and limiter) inside a synctest bubble.
@@ -42,7 +31,7 @@ func virtualFlood(t *testing.T, cfg fakegpu.Config, rate float64, d, timeout tim
 	var run *results.Run
 	synctest.Test(t, func(t *testing.T) {
 		var n vnet.Network
-		srv, err := fakegpu.New(cfg, fakegpu.WithSettle(settleOnce()),
+		srv, err := fakegpu.New(cfg, fakegpu.WithSettle(vsession.Settle()),
 			fakegpu.WithAdmission(fakegpu.AdmissionFunc(shedding.Admit)),
 			fakegpu.WithLimiter(bucket.NewKeyedLimiter(cfg.BucketRate, cfg.BucketBurst)))
 		require.NoError(t, err)

@@ -483,7 +483,7 @@ func (s *session) do(r Request) Reply {
 }
 
 func (s *session) start(cfg fakegpu.Config) error {
-	srv, err := s.host.NewServer(cfg, fakegpu.WithSettle(settleOnce()))
+	srv, err := s.host.NewServer(cfg, fakegpu.WithSettle(Settle()))
 	if err != nil {
 		return err
 	}
@@ -621,10 +621,11 @@ func (s *session) stop() {
 	s.net, s.srv, s.hs = nil, nil, nil
 }
 
-// settleOnce returns a settle hook for fakegpu.WithSettle: synctest.Wait,
-// one caller at a time (synctest.Wait allows no more than one), waiting on
-// a channel, on which a bubble's goroutines block durably.
-func settleOnce() func() {
+// Settle returns a settle hook for fakegpu.WithSettle in a synctest
+// bubble: synctest.Wait, one caller at a time (synctest.Wait allows no more
+// than one), waiting on a channel, on which a bubble's goroutines block
+// durably.
+func Settle() func() {
 	sem := make(chan struct{}, 1)
 	return func() {
 		sem <- struct{}{}
