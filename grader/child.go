@@ -29,14 +29,20 @@ func buildServer(ctx context.Context, root, dir string, tags []string, overlay s
 // dir, and returns the binary's path or the compiler's complaint.
 func buildCmd(ctx context.Context, root, dir, name string, tags []string, overlay string) (string, error) {
 	bin := filepath.Join(dir, name+"-"+strings.Join(append([]string{"ref"}, tags...), "-"))
-	args := []string{"build", "-o", bin}
+	return compile(ctx, root, dir, bin, []string{"build", "-o", bin}, "./cmd/"+name, tags, overlay)
+}
+
+// compile runs `go <verb...> [-tags] [-overlay] pkg` in root, bounded to 3
+// minutes, and returns bin or the compiler's complaint.
+func compile(ctx context.Context, root, dir, bin string, verb []string, pkg string, tags []string, overlay string) (string, error) {
+	args := verb
 	if len(tags) > 0 {
 		args = append(args, "-tags="+strings.Join(tags, ","))
 	}
 	if overlay != "" {
 		args = append(args, "-overlay="+overlay)
 	}
-	args = append(args, "./cmd/"+name)
+	args = append(args, pkg)
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	cmd, err := goCommand(cctx, root, dir, args...)

@@ -449,7 +449,7 @@ func TestWrongImplementationsFailTheirFloods(t *testing.T) {
 // time is then graded on the wall clock or not at all).
 func clocks(task Task) []bool {
 	all := []bool{false}
-	if virtualTasks[task.ID] {
+	if virtualTasks[task.ID] != "" {
 		all = append(all, true)
 	}
 	switch os.Getenv("RATELAB_CLOCK") {

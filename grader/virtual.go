@@ -42,8 +42,14 @@ import (
 // blocks) long before this.
 const virtualBudget = 5 * time.Minute
 
-// virtualTasks are the tasks whose fake GPU floods run in virtual time.
-var virtualTasks = map[string]bool{"task1": true, "task2": true, "task3": true, "task4": true, "task5": true, "task7": true, "task8": true}
+// virtualTasks maps each task with virtual time to the command whose
+// TestVirtualSession holds its graded code: the fake GPU for tasks 1 to 3,
+// the storm's clients, the judge's polite client and the fake API, the
+// breaker's service and dependency, the four limiters.
+var virtualTasks = map[string]string{
+	"task1": "fakegpu", "task2": "fakegpu", "task3": "fakegpu", "task4": "storm",
+	"task5": "judge", "task7": "breaker", "task8": "counting",
+}
 
 // stuckError is a session request that took budget of real time.
 func stuckError(budget time.Duration) error {
@@ -51,7 +57,7 @@ func stuckError(budget time.Duration) error {
 }
 
 // virtual reports whether this grading floods the fake GPU in virtual time.
-func (g *grading) virtual() bool { return g.opts.Virtual && virtualTasks[g.task.ID] }
+func (g *grading) virtual() bool { return g.opts.Virtual && virtualTasks[g.task.ID] != "" }
 
 // session is a virtual-time session running as a child process.
 type session struct {
@@ -71,19 +77,7 @@ func (g *grading) vsession(ctx context.Context) (*session, error) {
 	if g.session != nil {
 		return g.session, nil
 	}
-	// The graded code lives in the fake GPU, except for task 4's, which
-	// is the storm's clients.
-	cmdName := "fakegpu"
-	switch g.task.ID {
-	case "task4":
-		cmdName = "storm"
-	case "task5":
-		cmdName = "judge" // the polite client and the fake Messages API
-	case "task7":
-		cmdName = "breaker" // the service and its dependency
-	case "task8":
-		cmdName = "counting" // the four limiters
-	}
+	cmdName := virtualTasks[g.task.ID]
 	var tags []string
 	if g.opts.Impl == Exercises && g.task.Unit != nil {
 		tags = []string{"ratelab_ex_" + g.task.Unit.Package}
@@ -94,28 +88,15 @@ func (g *grading) vsession(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	bin := filepath.Join(g.tmp, "vsession-"+cmdName+"-"+strings.Join(append([]string{"ref"}, tags...), "-"))
-	// The session's test (cmd/fakegpu/vsession_test.go) makes
-	// testing.Testing() false through a linkname, which the linker allows
-	// only when asked.
-	args := []string{"test", "-c", "-o", bin, "-ldflags=-checklinkname=0", "-tags=" + strings.Join(append(tags, "ratelab_vsession"), ",")}
-	if overlay != "" {
-		args = append(args, "-overlay="+overlay)
-	}
-	args = append(args, "./cmd/"+cmdName)
 	g.logf("  building the virtual-time session ...")
-	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	cmd, err := goCommand(cctx, g.opts.Root, g.tmp, args...)
-	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.CombinedOutput()
-	_ = killProcessGroup(cmd)
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	if err != nil {
-		return nil, g.learnerFault("the virtual-time session", fmt.Errorf("does not compile: %s", firstLines(string(out), 4)))
+	// vsession.Main makes testing.Testing() false through a linkname,
+	// which the linker allows only when asked, in this build alone.
+	if _, err := compile(ctx, g.opts.Root, g.tmp, bin, []string{"test", "-c", "-o", bin, "-ldflags=-checklinkname=0"},
+		"./cmd/"+cmdName, append(tags, "ratelab_vsession"), overlay); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, g.learnerFault("the virtual-time session", err)
 	}
 	budget := virtualBudget
 	if g.opts.virtualBudget > 0 {

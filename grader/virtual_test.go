@@ -107,7 +107,7 @@ func TestVirtualGradingIsTheModel(t *testing.T) {
 	}
 	var ids []string
 	for _, task := range Tasks() {
-		if virtualTasks[task.ID] {
+		if virtualTasks[task.ID] != "" {
 			ids = append(ids, task.ID)
 		}
 	}
