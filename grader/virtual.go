@@ -23,9 +23,8 @@ import (
 // fake GPU, task 4's storms and amplifier, task 5's judge against the fake
 // API, task 7's dependency scenario and task 8's timed measurements run in
 // a testing/synctest bubble over an in-memory network, in a test binary
-// built with the graded code (the TestVirtualSession of cmd/fakegpu,
-// cmd/storm, cmd/judge, cmd/breaker or cmd/counting; see
-// internal/vsession). The grader drives it with one request per server,
+// built with the graded code (cmd/fakegpu, cmd/storm, cmd/judge,
+// cmd/breaker or cmd/counting with its session mode; see vsession.Run). The grader drives it with one request per server,
 // flood, storm or measurement, and judges what it returns with the same
 // checks as on the wall clock.
 //
@@ -43,7 +42,7 @@ import (
 const virtualBudget = 5 * time.Minute
 
 // virtualTasks maps each task with virtual time to the command whose
-// TestVirtualSession holds its graded code: the fake GPU for tasks 1 to 3,
+// session build holds its graded code: the fake GPU for tasks 1 to 3,
 // the storm's clients, the judge's polite client and the fake API, the
 // breaker's service and dependency, the four limiters.
 var virtualTasks = map[string]string{
@@ -87,11 +86,16 @@ func (g *grading) vsession(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	bin := filepath.Join(g.tmp, "vsession-"+cmdName+"-"+strings.Join(append([]string{"ref"}, tags...), "-"))
+	// The command itself, with its session mode compiled in (vsession.Run),
+	// named as the wall clock's build of it: to the graded code the
+	// session looks like the program it stands for.
+	dir := filepath.Join(g.tmp, "bin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(dir, cmdName+"-"+strings.Join(append([]string{"ref"}, tags...), "-"))
 	g.logf("  building the virtual-time session ...")
-	// vsession.Main makes testing.Testing() false through a linkname,
-	// which the linker allows only when asked, in this build alone.
-	if _, err := compile(ctx, g.opts.Root, g.tmp, bin, []string{"test", "-c", "-o", bin, "-ldflags=-checklinkname=0"},
+	if _, err := compile(ctx, g.opts.Root, g.tmp, bin, []string{"build", "-o", bin},
 		"./cmd/"+cmdName, append(tags, "ratelab_vsession"), overlay); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -120,7 +124,7 @@ func startSession(bin string, budget time.Duration) (*session, error) {
 	defer w.Close() // the child holds its own copy
 	// Cancelled only by close: the session outlives each request's ctx.
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "-test.run=^TestVirtualSession$", "-test.count=1", "-test.timeout=0")
+	cmd := exec.CommandContext(ctx, bin) // no arguments, as a server started by hand
 	cmd.Env = append(os.Environ(), vsession.EnvServe+"=1")
 	cmd.ExtraFiles = []*os.File{w}
 	ownProcessGroup(cmd)

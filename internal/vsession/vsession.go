@@ -2,9 +2,11 @@
 // virtual time: inside one testing/synctest bubble, over an in-memory
 // network (internal/vnet), on behalf of a grader in another process.
 //
-// A bubble needs a *testing.T, so a session lives in a test binary built
-// with the code under grading (cmd/fakegpu's TestVirtualSession, built with
-// the same build tags as the server the grader runs on the wall clock). The
+// A session lives in the command that holds the code under grading
+// (cmd/fakegpu, cmd/storm, ..., built with the same build tags as on the
+// wall clock and the tag ratelab_vsession), which Run turns into a session
+// when the grader starts it as one; a bubble needs a *testing.T, which Run
+// gets from the testing package without making the binary a test. The
 // grader writes one Request per line of JSON to the binary's standard input
 // and reads one Reply per line from the file it handed over as descriptor 3;
 // standard output and standard error stay free for whatever the graded code
@@ -79,8 +81,8 @@ const (
 	OpStop = "stop"
 )
 
-// EnvServe is the environment variable that makes a session's test
-// (cmd/fakegpu's TestVirtualSession) serve the grader that started it.
+// EnvServe is the environment variable that makes a command's session
+// build serve the grader that started it (Run); Run unsets it.
 const EnvServe = "RATELAB_VSESSION"
 
 // DrainCap bounds OpFinish's wait for the server to empty, in virtual time.
@@ -189,7 +191,7 @@ type Reply struct {
 // settle hook, see fakegpu.WithSettle).
 type NewServer func(cfg fakegpu.Config, opts ...fakegpu.Option) (*fakegpu.Server, error)
 
-// Host is what the test binary that serves a session brings to it: the
+// Host is what the command that serves a session brings to it: the
 // graded code.
 type Host struct {
 	// NewServer makes the fake GPU servers.
@@ -211,26 +213,6 @@ type Host struct {
 	// CountingTree names its tree; nil in a session without them.
 	Counting     *harness.CountingSet
 	CountingTree string
-}
-
-// Main serves the grader that built this test binary (with the build tag
-// ratelab_vsession and -ldflags=-checklinkname=0) and started it with
-// EnvServe set: requests on standard input, replies on descriptor 3. It
-// first makes testing.Testing() report false, so that the graded code in
-// host cannot tell the session from the program it stands for. Each
-// command's TestVirtualSession calls it; without EnvServe it skips.
-func Main(t *testing.T, host Host) {
-	if os.Getenv(EnvServe) == "" {
-		t.Skipf("serves a grader's virtual-time session when %s is set", EnvServe)
-	}
-	replies := os.NewFile(3, "replies")
-	if replies == nil {
-		t.Fatal("no descriptor 3 to reply on")
-	}
-	if !hideTesting() {
-		t.Fatal("testing.Testing() still reports a test binary: build the session with -tags ratelab_vsession and -ldflags=-checklinkname=0")
-	}
-	Serve(t, os.Stdin, replies, host)
 }
 
 // item is one decoded request, or why there is none.

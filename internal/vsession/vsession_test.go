@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,4 +167,47 @@ func TestWatchdogSeesAStillClock(t *testing.T) {
 	assert.True(t, run(true, false), "a request with a still clock")
 	assert.False(t, run(false, false), "no request: the clock waits for the grader")
 	assert.False(t, run(true, true), "a request with a moving clock")
+}
+
+// TestRunHidesTheTest builds a session the grader's way (go build, the
+// command's init calling Run) and starts a server in it whose constructor
+// refuses if the program shows testing.Testing(), a -test. argument or a
+// test flag. It also fails if a Go release changes testing.MainStart,
+// which Run relies on, before a learner's grading does.
+func TestRunHidesTheTest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program")
+	}
+	bin := filepath.Join(t.TempDir(), "session")
+	out, err := exec.Command("go", "build", "-o", bin, "./testdata/session").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), EnvServe+"=1")
+	cmd.ExtraFiles = []*os.File{w}
+	var output strings.Builder
+	cmd.Stdout, cmd.Stderr = &output, &output
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	w.Close()
+
+	enc, dec := json.NewEncoder(stdin), json.NewDecoder(r)
+	cfg := fakegpu.Config{Mode: fakegpu.ModeNone, Slots: 8, Work: 100 * time.Millisecond}
+	require.NoError(t, enc.Encode(Request{Op: OpStart, Config: &cfg}))
+	var rep Reply
+	require.NoError(t, dec.Decode(&rep))
+	assert.Empty(t, rep.Error, "the graded code could tell it was tested")
+	require.NoError(t, enc.Encode(Request{Op: OpStop}))
+	require.NoError(t, dec.Decode(&rep))
+	stdin.Close()
+	require.NoError(t, cmd.Wait(), "%s", output.String())
+
+	// Started without the variable, the same binary is the command.
+	out, err = exec.Command(bin).CombinedOutput()
+	require.NoError(t, err)
+	assert.Equal(t, "not a session\n", string(out))
 }

@@ -4,17 +4,16 @@ package main
 
 import (
 	"errors"
-	"testing"
-
 	"ratelab/fakegpu"
 	"ratelab/internal/vsession"
 )
 
-// TestVirtualSession is the grader's virtual-time session for tasks 1 to 3
-// (see internal/vsession): fake GPU servers with the compiled-in admission
-// and limiter. It is built only with the tag ratelab_vsession.
-func TestVirtualSession(t *testing.T) {
-	vsession.Main(t, vsession.Host{NewServer: virtualServer})
+// In the grader's session build (build tag ratelab_vsession) this command
+// becomes the grader's virtual-time session when started as one
+// (vsession.Run), for tasks 1 to 3: fake GPU servers with the compiled-in
+// admission and limiter.
+func init() {
+	vsession.Run(vsession.Host{NewServer: virtualServer})
 }
 
 // virtualServer is newServer for a session: the same admission and limiter,

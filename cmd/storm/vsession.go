@@ -3,19 +3,17 @@
 package main
 
 import (
-	"testing"
-
 	"ratelab/fakegpu"
 	"ratelab/harness"
 	"ratelab/internal/vsession"
 )
 
-// TestVirtualSession is the grader's virtual-time session for task 4 (see
-// internal/vsession): the storms and the amplifier with the graded retry
-// loop, against a fake GPU server in the same bubble. It is built only
-// with the tag ratelab_vsession.
-func TestVirtualSession(t *testing.T) {
-	vsession.Main(t, vsession.Host{NewServer: stormServer, NewCall: stormCall})
+// In the grader's session build (build tag ratelab_vsession) this command
+// becomes the grader's virtual-time session when started as one
+// (vsession.Run), for task 4: the storms and the amplifier with the graded
+// retry loop, against a fake GPU server in the same bubble.
+func init() {
+	vsession.Run(vsession.Host{NewServer: stormServer, NewCall: stormCall})
 }
 
 // stormServer is the fake GPU the storms and the amplifier call: shedding
