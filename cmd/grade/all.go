@@ -15,7 +15,11 @@ lot. Use --solutions to grade the reference (it must score full marks).
 
 --repeat N grades each task N times in a row and reports the spread: a
 check whose repeats disagree is marked inconclusive with every repeat's
-values, never passed or failed silently, and the run exits 3.`,
+values, never passed or failed silently, and the run exits 3.
+
+The traffic runs in virtual time, the same figures on every machine; what
+a bubble cannot judge (idle CPU, memory, and task 6 for now) runs on the
+wall clock in the same grading. --real runs all of it on the wall clock.`,
 	Run: withFlags(gradeFlags, runAll),
 }
 

@@ -94,6 +94,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--seconds", "5", "serve"}, "flag provided but not defined: -seconds"},
 		{[]string{"--solutions", "nope"}, "no command among"},
 		{[]string{"task2", "--repeat=3x"}, "invalid value"},
+		{[]string{"task1", "--real", "--virtual"}, "--real and --virtual: pick one clock"},
 	}
 	for _, tt := range tests {
 		code, _, errOut := runCapture(t, context.Background(), tt.args...)
@@ -148,7 +149,7 @@ func TestHelpOrder(t *testing.T) {
 	for _, tk := range grader.Tasks() {
 		tasks = append(tasks, tk.ID)
 	}
-	want := append(tasks, "all", "watch", "list", "hint", "report", "cohort", "serve", "flood",
+	want := append(tasks, "all", "watch", "list", "hint", "report", "cohort", "clocks", "serve", "flood",
 		"storm", "amplify", "breaker", "provider", "judge", "export", "manifest", "help")
 	assert.Equal(t, want, table)
 }
@@ -364,7 +365,7 @@ func TestInterruptedTaskWritesPartialResults(t *testing.T) {
 	stderr = &errOut
 	defer func() { stdout, stderr = os.Stdout, os.Stderr }()
 	time.AfterFunc(time.Minute, cancel) // never hang
-	code := run(ctx, []string{"task1", "--out", dir})
+	code := run(ctx, []string{"task1", "--real", "--out", dir}) // a wall-clock flood lasts long enough to interrupt
 	mu.Lock()
 	stdoutText, at := out.String(), cancelled
 	mu.Unlock()

@@ -29,7 +29,8 @@ type taskFlags struct {
 	noReport  bool
 	redis     string
 	quick     bool
-	virtual   bool
+	real      bool
+	virtual   bool // accepted and ignored: virtual time is the default
 	repeat    int
 	seed      uint64
 }
@@ -47,7 +48,8 @@ func gradeFlags(fs *flag.FlagSet) *taskFlags {
 	fs.StringVar(&f.summary, "summary", "", "also write a Markdown score table to this file (with --format github, $GITHUB_STEP_SUMMARY is used when set)")
 	fs.BoolVar(&f.noReport, "no-report", false, "do not write the HTML report beside results.json")
 	fs.BoolVar(&f.quick, "quick", false, fmt.Sprintf("practice run: every flood sends for %s instead of 10 s, with the bounds scaled to that; the result is marked practice and is not the graded score", grader.QuickDuration))
-	fs.BoolVar(&f.virtual, "virtual", false, "flood the fake GPU of tasks 1-3 in virtual time (a testing/synctest bubble over an in-memory network): the same figures on every machine, in seconds; idle CPU and memory are still judged on the wall clock, and tasks 4-8 run on it")
+	fs.BoolVar(&f.real, "real", false, "run the traffic on the wall clock, as the lesson's hands-on part does, instead of in virtual time: minutes per task, and the figures vary with the machine's load (see docs/ARCHITECTURE.md, \"Two clocks\")")
+	fs.BoolVar(&f.virtual, "virtual", false, "virtual time, the default: accepted so that older scripts run")
 	fs.IntVar(&f.repeat, "repeat", 1, fmt.Sprintf("grade each task N times (1 to %d) and combine them: a check whose repeats disagree is marked inconclusive, with every repeat's values, and the run exits 3", maxRepeat))
 	fs.Uint64Var(&f.seed, "seed", 0, "replay a run's random unit-test inputs: the seed its output and results.json give (default: a new one each run)")
 	fs.StringVar(&f.redis, "redis", os.Getenv("REDIS_URL"), "task 6: the Redis that judges, such as redis://127.0.0.1:6379, or off for an embedded miniredis (default $REDIS_URL, else a private redis-server the grader starts and stops, else miniredis when none is installed)")
@@ -62,7 +64,7 @@ const maxRepeat = 10
 var formats = map[string]bool{"text": true, "json": true, "github": true, "classroom": true, "gradescope": true}
 
 // gradeUsage is the usage line of the grading commands after their name.
-const gradeUsage = " [--solutions] [--virtual] [--seed N] [--repeat N] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE] [--summary FILE] [--no-report]"
+const gradeUsage = " [--solutions] [--real] [--seed N] [--repeat N] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE] [--summary FILE] [--no-report]"
 
 // taskCommands returns one command per task of grader.Tasks, in order:
 // task1, task2, ...
@@ -82,7 +84,14 @@ DIR/results.json; an existing one is kept unless --force is given.
 --repeat N grades the task N times and writes one document: a check whose
 repeats disagree (some pass, some fail) is marked inconclusive, scores 0
 and lists every repeat's verdict and values; the run then exits 3, since
-that is the machine's noise and not the code.`, t.ID, t.Number, t.Handout, t.ID, results.Schema),
+that is the machine's noise and not the code.
+
+The traffic runs in virtual time (a testing/synctest bubble over an
+in-memory network, in a test binary built with the graded code): the same
+figures on every machine, in seconds. What a bubble cannot judge (idle CPU,
+memory, and task 6 for now) runs on the wall clock in the same grading.
+--real runs all of it on the wall clock, as the lesson's hands-on part
+does; the document records each run's clock.`, t.ID, t.Number, t.Handout, t.ID, results.Schema),
 			Run: withFlags(gradeFlags, func(ctx context.Context, f *taskFlags, args []string) error {
 				return runTask(ctx, t, f, args)
 			}),
@@ -107,6 +116,9 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 	}
 	if !formats[f.format] {
 		return usagef("--format %q: want text, json, github, classroom or gradescope", f.format)
+	}
+	if f.real && f.virtual {
+		return usagef("--real and --virtual: pick one clock (virtual time is the default)")
 	}
 	if f.repeat < 1 || f.repeat > maxRepeat {
 		return usagef("--repeat %d: want 1 to %d", f.repeat, maxRepeat)
@@ -144,7 +156,7 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 		seed = grader.NewSeed()
 	}
 	fmt.Fprintf(human, "random unit-test inputs from seed %d (replay them with --seed %d)\n", seed, seed)
-	opts := grader.Options{Impl: impl, Log: human, Root: root, Calibration: cal, Progress: progressPrinter(human), RedisURL: f.redis, Quick: f.quick, Virtual: f.virtual, Seed: seed}
+	opts := grader.Options{Impl: impl, Log: human, Root: root, Calibration: cal, Progress: progressPrinter(human), RedisURL: f.redis, Quick: f.quick, Virtual: !f.real, Seed: seed}
 	var doc *results.Document
 	var gradeErr error
 	for _, t := range tasks {
