@@ -41,6 +41,7 @@ var commands = slices.Concat(taskCommands(), []*command{
 	cmdHint,
 	cmdReport,
 	cmdCohort,
+	cmdClocks,
 	cmdServe,
 	cmdFlood,
 	cmdStorm,

@@ -1,0 +1,57 @@
+package grader
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ratelab/results"
+)
+
+// TestCompareClocks matches virtual floods and storms with their
+// wall-clock twins and holds each figure to its band: the reference's
+// figures agree, a wall clock that loses successes or a storm twice as
+// slow does not.
+func TestCompareClocks(t *testing.T) {
+	run := func(name string, ok int64, clock results.Clock) *results.Run {
+		return &results.Run{Task: "task1", Name: name, OK: ok, Clock: clock}
+	}
+	storm := func(jitter bool, s float64, attempts int64, clock results.Clock) *results.Storm {
+		name := "storm 400, no jitter"
+		if jitter {
+			name = "storm 400, full jitter"
+		}
+		return &results.Storm{Name: name, Kind: "storm", Jitter: jitter, LastDoneS: s, Attempts: attempts, Clock: clock}
+	}
+	virtual := &results.Document{
+		Runs: []*results.Run{
+			run("120/s", 216, results.ClockVirtual), run("240/s", 112, results.ClockVirtual),
+			run("many keys", 5000, results.ClockWall), // the wall-clock part of a virtual grading
+			run("only here", 10, results.ClockVirtual),
+		},
+		Storms: []*results.Storm{storm(false, 31.6, 2800, results.ClockVirtual), storm(true, 7.4, 2400, results.ClockVirtual)},
+	}
+	wall := &results.Document{
+		Runs:   []*results.Run{run("120/s", 221, results.ClockWall), run("240/s", 106, results.ClockWall), run("many keys", 4000, results.ClockWall)},
+		Storms: []*results.Storm{storm(false, 31.7, 2810, results.ClockWall), storm(true, 8.5, 2435, results.ClockWall)},
+	}
+	figures, unmatched := CompareClocks(virtual, wall)
+	assert.Equal(t, []string{"task1: only here"}, unmatched)
+	require.Len(t, figures, 6)
+	for _, f := range figures {
+		assert.True(t, f.Within(), "%+v", f)
+	}
+
+	wall.Runs[0].OK = 200           // 16 fewer than 216: outside ±10.8
+	wall.Storms[0].LastDoneS = 35.0 // lockstep: outside ±10%
+	wall.Storms[1].Attempts = 3100  // jitter: outside ±25%
+	figures, _ = CompareClocks(virtual, wall)
+	var outside []string
+	for _, f := range figures {
+		if !f.Within() {
+			outside = append(outside, f.Name+": "+f.Figure)
+		}
+	}
+	assert.Equal(t, []string{"120/s: successes", "storm 400, no jitter: seconds to the last completion", "storm 400, full jitter: attempts"}, outside)
+}
