@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -323,6 +324,39 @@ func TestMergeRepeat(t *testing.T) {
 	assert.Same(t, doc, merge(doc, nil, "all"), "a task that wrote no document adds nothing")
 }
 
+// merge loses none of a later task's records: every slice, map or pointer
+// field of its document reaches the merged one (task 8's measurements
+// once did not, under grade all).
+func TestMergeKeepsEveryRecord(t *testing.T) {
+	first := &results.Document{Task: "task1"}
+	later := &results.Document{Task: "task8"}
+	v := reflect.ValueOf(later).Elem()
+	var fields []string
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.Slice:
+			f.Set(reflect.Append(f, reflect.Zero(f.Type().Elem())))
+		case reflect.Pointer:
+			f.Set(reflect.New(f.Type().Elem()))
+		case reflect.Map:
+			f.Set(reflect.MakeMap(f.Type()))
+			f.SetMapIndex(reflect.Zero(f.Type().Key()), reflect.Zero(f.Type().Elem()))
+		default:
+			continue
+		}
+		fields = append(fields, v.Type().Field(i).Name)
+	}
+	require.NotEmpty(t, fields)
+	doc := reflect.ValueOf(merge(merge(nil, first, "all"), later, "all")).Elem()
+	for _, name := range fields {
+		if name == "Signature" || name == "Integrity" || name == "Calibration" {
+			continue // the merged document's own, set after merging
+		}
+		assert.False(t, doc.FieldByName(name).IsZero(), "merge drops the later document's %s", name)
+	}
+}
+
 func TestListAndHint(t *testing.T) {
 	code, out, _ := runCapture(t, context.Background(), "list")
 	assert.Equal(t, exitPass, code)
@@ -364,7 +398,7 @@ func TestInterruptedTaskWritesPartialResults(t *testing.T) {
 	})
 	stderr = &errOut
 	defer func() { stdout, stderr = os.Stdout, os.Stderr }()
-	time.AfterFunc(time.Minute, cancel) // never hang
+	time.AfterFunc(time.Minute, cancel)                         // never hang
 	code := run(ctx, []string{"task1", "--real", "--out", dir}) // a wall-clock flood lasts long enough to interrupt
 	mu.Lock()
 	stdoutText, at := out.String(), cancelled

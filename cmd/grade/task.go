@@ -357,6 +357,7 @@ func merge(into, d *results.Document, id string) *results.Document {
 	into.Repeat = max(into.Repeat, d.Repeat)
 	into.Storms = append(into.Storms, d.Storms...)
 	into.Scenarios = append(into.Scenarios, d.Scenarios...)
+	into.Counting = append(into.Counting, d.Counting...)
 	if d.Judge != nil {
 		into.Judge = d.Judge
 	}
