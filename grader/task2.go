@@ -9,6 +9,7 @@ import (
 
 	"ratelab/fakegpu"
 	"ratelab/harness"
+	"ratelab/internal/vsession"
 	"ratelab/model"
 	"ratelab/results"
 )
@@ -106,8 +107,12 @@ func task2Planned() []planned {
 		planned{"line of 300: with no deadline, everyone let in is served", 1},
 		planned{"100 clients: every 429 says when to come back", 1},
 		planned{"100 clients: each client is held to its own bucket", 1},
-		planned{"the server sits idle when nobody calls", 1})
+		planned{"the server sits idle when nobody calls", 1},
+		planned{task2CheckCost, 1})
 }
+
+// task2CheckCost names task 2's wall-clock cost check (cost.go).
+const task2CheckCost = "the shedding and its limiter cost little CPU per request"
 
 func gradeTask2(ctx context.Context, g *grading) error {
 	notReady, err := g.unit(ctx)
@@ -218,7 +223,8 @@ func floodTask2(ctx context.Context, g *grading, bin string) error {
 		}
 	}
 	g.checkIdle("the server sits idle when nobody calls")
-	return nil
+	return g.checkCost(ctx, task2CheckCost, vsession.CostRequest{Server: &keyed, Keys: task2Clients}, serverCostBudget,
+		"at 480 requests a second, task 2's heaviest flood, that is an eighth of one core")
 }
 
 // checkTask2Patient judges the line of 300 with no deadline and patient

@@ -9,6 +9,7 @@ import (
 
 	"ratelab/fakegpu"
 	"ratelab/harness"
+	"ratelab/internal/vsession"
 	"ratelab/model"
 	"ratelab/results"
 )
@@ -87,8 +88,15 @@ func task3Planned() []planned {
 		planned{"many clients: a throttled client keeps its state", 1},
 		planned{"many clients: every new client starts with a full bucket", 1},
 		planned{"many clients: every refusal says when to come back", 1},
-		planned{"the server sits idle when nobody calls", 1})
+		planned{"the server sits idle when nobody calls", 1},
+		planned{task3CheckCost, 1})
 }
+
+// task3CheckCost names task 3's wall-clock cost check (cost.go).
+const task3CheckCost = "the keyed limiter costs little CPU per request"
+
+// task3CostKeys is how many clients the cost check's requests come from.
+const task3CostKeys = 1000
 
 func gradeTask3(ctx context.Context, g *grading) error {
 	notReady, err := g.unit(ctx)
@@ -158,7 +166,8 @@ func floodTask3(ctx context.Context, g *grading, bin string) error {
 		return err
 	}
 	g.checkIdle("the server sits idle when nobody calls")
-	return nil
+	return g.checkCost(ctx, task3CheckCost, vsession.CostRequest{Server: &cfg, Keys: task3CostKeys}, serverCostBudget,
+		"at 240 requests a second, task 3's heaviest flood, that is 6% of one core")
 }
 
 // floodTask3Many floods one server with a new key on every request, in

@@ -101,8 +101,12 @@ func task7Planned() []planned {
 		{"breaker: clients get fast failures instead of 10 s waits", 1},
 		{"breaker: it closes soon after the dependency recovers", 1},
 		{"breaker: no trial call before the cooldown has passed", 1},
+		{task7CheckCost, 1},
 	}
 }
+
+// task7CheckCost names task 7's wall-clock cost check (cost.go).
+const task7CheckCost = "breaker: each call costs little CPU"
 
 // gradeTask7 grades the circuit breaker: its unit suite, then the
 // dead-dependency scenario without and with the breaker.
@@ -182,7 +186,9 @@ func scenarioTask7(ctx context.Context, g *grading, bin string) error {
 		out[i] = sc
 	}
 	checkTask7(g, out[0], out[1])
-	return nil
+	_, b := task7Settings(true)
+	return g.checkCost(ctx, task7CheckCost, vsession.CostRequest{Breaker: b}, decisionCostBudget,
+		"10,000 calls a second, the lesson's example of a large service, would then take one whole core")
 }
 
 func checkTask7(g *grading, without, with *results.Scenario) {

@@ -21,7 +21,7 @@ storm that ran in virtual time in the first is matched by task and name
 with its wall-clock twin in the second, and each figure is printed with
 the band the wall-clock one must fall in: a flood's successes within ±5%
 or ±6 of the virtual count (what the checks allow between a wall-clock
-flood and the simulation), a storm's time and attempts within ±10%, or
+flood and the simulation), a storm's time and attempts within ±15%, or
 ±25% with jitter (its random draws differ between any two runs).
 
 Virtual time is the lesson's model, exactly; this says whether this

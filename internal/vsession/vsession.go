@@ -77,6 +77,10 @@ const (
 	// OpCounting runs task 8's measurements of Request.Counting on the
 	// graded limiters; it needs no server. Reply.Counting.
 	OpCounting = "counting"
+	// OpCost measures on the wall clock, outside the bubble, what the
+	// graded code costs per call (Request.Cost, Reply.Costs): computation
+	// is free in virtual time. It needs no server.
+	OpCost = "cost"
 	// OpStop closes the server, if one runs.
 	OpStop = "stop"
 )
@@ -123,6 +127,8 @@ type Request struct {
 	// Judge is OpJudge's run; its URL, NewPolite, Client and Dial are set
 	// by the session.
 	Judge *harness.JudgeOptions `json:"judge,omitempty"`
+	// Cost is OpCost's measurement.
+	Cost *CostRequest `json:"cost,omitempty"`
 	// API is OpJudge's fake Messages API.
 	API *provider.Config `json:"api,omitempty"`
 	// Counting is OpCounting's measurements.
@@ -176,6 +182,8 @@ type Reply struct {
 	Judge *results.JudgeReport `json:"judge,omitempty"`
 	// Counting is OpCounting's result.
 	Counting *results.Counting `json:"counting,omitempty"`
+	// Costs are OpCost's measurements, one per part.
+	Costs []Cost `json:"costs,omitempty"`
 	// Now is the bubble's clock when the reply was written.
 	Now time.Time `json:"now"`
 	// Stalled says the bubble's clock stood still for StallLimit of real
@@ -251,6 +259,20 @@ func Serve(t *testing.T, in io.Reader, out io.Writer, host Host) {
 		_ = w.write(Reply{Error: StallMessage, Stalled: true})
 		stalled()
 	})
+	// OpCost runs here, outside the bubble, on the wall clock; the bubble
+	// waits for it on channels from outside, so its clock stands still.
+	costs, costed := make(chan CostRequest), make(chan Reply)
+	defer close(costs)
+	go func() {
+		for req := range costs {
+			c, err := measureCost(host, req)
+			rep := Reply{Costs: c}
+			if err != nil {
+				rep.Error = fmt.Sprintf("cost: %v", err)
+			}
+			costed <- rep
+		}
+	}()
 	synctest.Test(t, func(t *testing.T) {
 		s := &session{host: host}
 		defer s.stop()
@@ -269,11 +291,21 @@ func Serve(t *testing.T, in io.Reader, out io.Writer, host Host) {
 			if d := time.Until(it.req.NotBefore); d > 0 {
 				time.Sleep(d)
 			}
-			p.busy.Store(true)
-			beating <- true
-			rep := s.do(it.req)
-			beating <- false
-			p.busy.Store(false)
+			var rep Reply
+			if it.req.Op == OpCost {
+				if it.req.Cost == nil {
+					rep.Error = "cost: nothing to measure"
+				} else {
+					costs <- *it.req.Cost
+					rep = <-costed
+				}
+			} else {
+				p.busy.Store(true)
+				beating <- true
+				rep = s.do(it.req)
+				beating <- false
+				p.busy.Store(false)
+			}
 			rep.Now = time.Now()
 			if err := w.write(rep); err != nil {
 				t.Errorf("vsession: write reply: %v", err)

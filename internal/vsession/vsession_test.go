@@ -34,6 +34,12 @@ func unprotected(cfg fakegpu.Config, opts ...fakegpu.Option) (*fakegpu.Server, e
 // the reply to the one before) and returns the replies.
 func converse(t *testing.T, reqs ...Request) []Reply {
 	t.Helper()
+	return converseWith(t, Host{NewServer: unprotected}, reqs...)
+}
+
+// converseWith is converse with a session serving host.
+func converseWith(t *testing.T, host Host, reqs ...Request) []Reply {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	replies := make(chan []Reply, 1)
@@ -59,7 +65,7 @@ func converse(t *testing.T, reqs ...Request) []Reply {
 		replies <- got
 		_, _ = io.Copy(io.Discard, outR)
 	}()
-	Serve(t, inR, outW, Host{NewServer: unprotected})
+	Serve(t, inR, outW, host)
 	_ = inR.Close() // a session that ended early fails the writes still to come
 	_ = outW.Close()
 	return <-replies
@@ -210,4 +216,50 @@ func TestRunHidesTheTest(t *testing.T) {
 	out, err = exec.Command(bin).CombinedOutput()
 	require.NoError(t, err)
 	assert.Equal(t, "not a session\n", string(out))
+}
+
+// burner is a breaker that spends wall-clock time per call without ever
+// waiting: in virtual time it would cost nothing.
+type burner struct{ per time.Duration }
+
+func (b burner) Allow() (func(bool), error) {
+	for start := time.Now(); time.Since(start) < b.per; {
+	}
+	return func(bool) {}, nil
+}
+
+// OpCost measures on the wall clock, outside the bubble, and the bubble's
+// clock does not move meanwhile: a breaker that burns 1 ms per call costs
+// at least that, the unprotected server's path and a free breaker far
+// less.
+func TestCostIsMeasuredOnTheWallClock(t *testing.T) {
+	cfg := fakegpu.DefaultConfig()
+	for _, tt := range []struct {
+		per         time.Duration
+		least, most time.Duration
+	}{
+		{0, 0, 100 * time.Microsecond},
+		{time.Millisecond, time.Millisecond, time.Second},
+	} {
+		host := Host{NewServer: unprotected, NewBreaker: func(Breaker) harness.Breaker { return burner{tt.per} }}
+		reps := converseWith(t, host,
+			Request{Op: OpStop},
+			Request{Op: OpCost, Cost: &CostRequest{Server: &cfg, Keys: 10, Breaker: &Breaker{}}},
+			Request{Op: OpCost},
+		)
+		require.Len(t, reps, 3)
+		require.Empty(t, reps[1].Error)
+		require.Len(t, reps[1].Costs, 2)
+		server, breaker := reps[1].Costs[0], reps[1].Costs[1]
+		assert.Equal(t, "server none", server.Name)
+		assert.Positive(t, server.PerCall)
+		assert.Less(t, server.PerCall, time.Millisecond, "the unprotected server's own path")
+		assert.Equal(t, "breaker", breaker.Name)
+		assert.GreaterOrEqual(t, breaker.PerCall, tt.least)
+		assert.Less(t, breaker.PerCall, tt.most)
+		assert.Positive(t, breaker.Calls)
+		assert.Equal(t, reps[0].Now, reps[1].Now, "the bubble's clock stood still")
+		assert.Contains(t, reps[2].Error, "nothing to measure")
+		t.Logf("server %s per request, breaker %s per call (%d calls)", server.PerCall, breaker.PerCall, breaker.Calls)
+	}
 }
