@@ -190,13 +190,20 @@ func (s *sampler) fill(run *results.Run, floodEnd time.Duration) {
 }
 
 // offGrid sleeps until the next instant, counted from t0, that lies
-// model.ReadOffset past a multiple of model.SendGrid: between the instants
+// afterFloodOffset past a multiple of model.SendGrid: between the instants
 // the server acts on, so that a reading in virtual time never races an
 // arrival or the end of a slot's work. On the wall clock it sleeps at most
 // 10 µs.
+// afterFloodOffset is a nanosecond past model.ReadOffset, where the
+// sampler reads: the reading after a flood, which decides that the line is
+// to be drained, then never shares an instant with a sample (which would
+// see the flood still running or not by the scheduler's choice, and so
+// record the drain one sample early or late).
+const afterFloodOffset = model.ReadOffset + time.Nanosecond
+
 func offGrid(t0 time.Time) {
 	elapsed := time.Since(t0)
-	next := elapsed - elapsed%model.SendGrid + model.ReadOffset
+	next := elapsed - elapsed%model.SendGrid + afterFloodOffset
 	if next <= elapsed {
 		next += model.SendGrid
 	}
