@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"text/tabwriter"
 
 	"ratelab/grader"
@@ -38,9 +36,9 @@ func runClocks(_ context.Context, args []string) error {
 	}
 	var docs [2]*results.Document
 	for i, a := range args {
-		d, err := readDocument(a)
+		_, d, err := readResults(a)
 		if err != nil {
-			return usageError{err.Error()}
+			return err
 		}
 		docs[i] = d
 	}
@@ -67,22 +65,4 @@ func runClocks(_ context.Context, args []string) error {
 	}
 	fmt.Fprintf(stdout, "the clocks agree: %d figures, each within its band\n", len(figures))
 	return nil
-}
-
-// readDocument reads a results document from path, a results.json file
-// or a folder holding one.
-func readDocument(path string) (*results.Document, error) {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		path = filepath.Join(path, "results.json")
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	d, err := results.Decode(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return d, nil
 }

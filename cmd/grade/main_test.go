@@ -96,6 +96,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--solutions", "nope"}, "no command among"},
 		{[]string{"task2", "--repeat=3x"}, "invalid value"},
 		{[]string{"task1", "--real", "--virtual"}, "--real and --virtual: pick one clock"},
+		{[]string{"clocks", "only-one"}, "want two results documents"},
+		{[]string{"clocks", "/no/such", "/no/such/either"}, "no such file or folder"},
 	}
 	for _, tt := range tests {
 		code, _, errOut := runCapture(t, context.Background(), tt.args...)
