@@ -47,6 +47,7 @@ var commands = slices.Concat(taskCommands(), []*command{
 	cmdStorm,
 	cmdAmplify,
 	cmdBreaker,
+	cmdCounting,
 	cmdProvider,
 	cmdJudge,
 	cmdExport,

@@ -98,6 +98,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"task1", "--real", "--virtual"}, "--real and --virtual: pick one clock"},
 		{[]string{"clocks", "only-one"}, "want two results documents"},
 		{[]string{"clocks", "/no/such", "/no/such/either"}, "no such file or folder"},
+		{[]string{"counting", "extra"}, "counting takes no arguments"},
+		{[]string{"counting", "--limit", "5"}, "flag provided but not defined: -limit"},
 	}
 	for _, tt := range tests {
 		code, _, errOut := runCapture(t, context.Background(), tt.args...)
@@ -153,7 +155,7 @@ func TestHelpOrder(t *testing.T) {
 		tasks = append(tasks, tk.ID)
 	}
 	want := append(tasks, "all", "watch", "list", "hint", "report", "cohort", "clocks", "serve", "flood",
-		"storm", "amplify", "breaker", "provider", "judge", "export", "manifest", "help")
+		"storm", "amplify", "breaker", "counting", "provider", "judge", "export", "manifest", "help")
 	assert.Equal(t, want, table)
 }
 
