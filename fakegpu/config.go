@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"time"
 
 	"ratelab/model"
@@ -103,7 +104,22 @@ type Config struct {
 	// redis://127.0.0.1:6379. Only cmd/fakegpu reads it, to build its
 	// limiter; a Server is given its Limiter with WithLimiter.
 	Redis string
+	// Counting, in ModeBucket, names task 8's limiter the server's Limiter
+	// is instead of task 3's bucket: one of CountingLimiters. Each key may
+	// then have CountingLimit requests per CountingWindow; the token
+	// bucket refills at that average with a capacity of BucketBurst. Only
+	// cmd/counting serves it; the server uses it to judge the waits its
+	// Limiter reports (see dishonestWait). Empty for task 3's bucket.
+	Counting string
+	// CountingLimit is the requests per CountingWindow of task 8's limiter.
+	CountingLimit int
+	// CountingWindow is the window of task 8's limiter.
+	CountingWindow time.Duration
 }
+
+// CountingLimiters are the names Config.Counting accepts: task 8's fixed
+// window, sliding log, sliding counter and token bucket.
+var CountingLimiters = []string{"fixed", "log", "counter", "bucket"}
 
 // DefaultConfig returns the lesson's server: 8 slots of 100 ms, unprotected.
 func DefaultConfig() Config {
@@ -167,6 +183,17 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("bucket burst %v: want at least 1 token", c.BucketBurst))
 		}
 	}
+	if c.Counting != "" {
+		if !slices.Contains(CountingLimiters, c.Counting) {
+			errs = append(errs, fmt.Errorf("counting limiter %q: want one of fixed, log, counter, bucket", c.Counting))
+		}
+		if c.Mode != ModeBucket {
+			errs = append(errs, fmt.Errorf("counting limiter %q in mode %s: want mode bucket", c.Counting, c.Mode))
+		}
+		if c.CountingLimit < 1 || c.CountingWindow <= 0 {
+			errs = append(errs, fmt.Errorf("counting limit %d per %s: want at least 1 per a positive window", c.CountingLimit, c.CountingWindow))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -178,6 +205,7 @@ func (c Config) Record() results.Server {
 		MaxWaiting: c.MaxWaiting, DeadlineMS: milliseconds(c.Deadline),
 		BucketRatePerS: c.BucketRate, BucketBurst: c.BucketBurst,
 		SpreadRetryAfter: c.SpreadRetryAfter, Redis: redactURL(c.Redis),
+		Counting: c.Counting, CountingLimit: c.CountingLimit, CountingWindowMS: milliseconds(c.CountingWindow),
 	}
 }
 
@@ -197,6 +225,7 @@ func FromRecord(s *results.Server) (c Config, ok bool) {
 		MaxWaiting: s.MaxWaiting, Deadline: fromMilliseconds(s.DeadlineMS),
 		BucketRate: s.BucketRatePerS, BucketBurst: s.BucketBurst,
 		SpreadRetryAfter: s.SpreadRetryAfter, Redis: s.Redis,
+		Counting: s.Counting, CountingLimit: s.CountingLimit, CountingWindow: fromMilliseconds(s.CountingWindowMS),
 	}, true
 }
 

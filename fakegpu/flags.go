@@ -4,9 +4,10 @@ import "flag"
 
 // RegisterFlags defines on fs one flag per setting of c, each bound to its
 // field and defaulting to its current value: --mode, --slots, --work,
-// --max-waiting, --deadline, --rate, --burst, --spread-retry-after and
-// --redis. cmd/fakegpu parses its command line with them, and Args writes
-// a command line from the same definitions, so the two cannot drift apart.
+// --max-waiting, --deadline, --rate, --burst, --spread-retry-after,
+// --redis, --counting, --counting-limit and --counting-window. cmd/fakegpu
+// and cmd/counting parse their command lines with them, and Args writes a
+// command line from the same definitions, so the two cannot drift apart.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var((*modeValue)(&c.Mode), "mode", "protection: none, shed, bucket or redis")
 	fs.IntVar(&c.Slots, "slots", c.Slots, "requests the GPU works on at once")
@@ -17,6 +18,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.BucketBurst, "burst", c.BucketBurst, "per-client bucket capacity, tokens")
 	fs.BoolVar(&c.SpreadRetryAfter, "spread-retry-after", c.SpreadRetryAfter, "tell shed requests to come back spread out at the server's capacity")
 	fs.StringVar(&c.Redis, "redis", c.Redis, "mode redis: the Redis server every worker shares, such as redis://127.0.0.1:6379")
+	fs.StringVar(&c.Counting, "counting", c.Counting, "mode bucket: task 8's limiter instead of task 3's bucket (fixed, log, counter or bucket; cmd/counting only)")
+	fs.IntVar(&c.CountingLimit, "counting-limit", c.CountingLimit, "with --counting: requests per window per client")
+	fs.DurationVar(&c.CountingWindow, "counting-window", c.CountingWindow, "with --counting: the window")
 }
 
 // Args returns the command-line flags that make cmd/fakegpu serve c: every

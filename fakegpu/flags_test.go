@@ -24,7 +24,8 @@ func configs() map[string]Config {
 	redis := bucket
 	redis.Mode, redis.Redis = ModeRedis, "redis://127.0.0.1:6379"
 	odd := Config{Slots: 3, Work: 1500 * time.Microsecond, Mode: ModeBucket, MaxWaiting: 0, Deadline: 1234567 * time.Nanosecond,
-		BucketRate: 0.1, BucketBurst: 1.5, SpreadRetryAfter: true, Redis: "redis://user:secret@host:1/2"}
+		BucketRate: 0.1, BucketBurst: 1.5, SpreadRetryAfter: true, Redis: "redis://user:secret@host:1/2",
+		Counting: "log", CountingLimit: 7, CountingWindow: 3 * time.Second}
 	return map[string]Config{"default": DefaultConfig(), "shed": shed, "long line, no deadline": long, "spread": spread,
 		"bucket": bucket, "redis": redis, "every setting off its default": odd}
 }
@@ -46,7 +47,7 @@ func TestArgsRoundTrip(t *testing.T) {
 func TestArgs(t *testing.T) {
 	c := DefaultConfig()
 	c.Mode, c.MaxWaiting, c.Deadline = ModeShed, 2000, 0
-	assert.Equal(t, []string{"--burst=20", "--deadline=0s", "--max-waiting=2000", "--mode=shed", "--rate=70",
+	assert.Equal(t, []string{"--burst=20", "--counting=", "--counting-limit=0", "--counting-window=0s", "--deadline=0s", "--max-waiting=2000", "--mode=shed", "--rate=70",
 		"--redis=", "--slots=8", "--spread-retry-after=false", "--work=100ms"}, c.Args())
 }
 

@@ -100,13 +100,15 @@ type watchedLimiter struct {
 }
 
 func (l watchedLimiter) TryTake(key string, n float64) (bool, time.Duration) {
+	asked := time.Now()
 	ok, wait := l.lim.TryTake(key, n)
-	l.job.noteTake(key, n, ok, wait, time.Now())
+	l.job.noteTake(key, n, ok, wait, asked, time.Now())
 	return ok, wait
 }
 
 // noteTake notes one answer of the limiter to this request.
-func (j *Job) noteTake(key string, n float64, ok bool, wait time.Duration, at time.Time) {
+// asked is when the limiter was called, at when it returned.
+func (j *Job) noteTake(key string, n float64, ok bool, wait time.Duration, asked, at time.Time) {
 	notes := &j.notes
 	notes.mu.Lock()
 	defer notes.mu.Unlock()
@@ -120,7 +122,11 @@ func (j *Job) noteTake(key string, n float64, ok bool, wait time.Duration, at ti
 		}
 		return
 	}
-	if why := dishonestWait(j.s.cfg, n, wait); why != "" && notes.badWait == "" {
+	why := dishonestWait(j.s.cfg, n, wait)
+	if why == "" {
+		why = dishonestWindowWait(j.s.cfg, wait, asked, at)
+	}
+	if why != "" && notes.badWait == "" {
 		notes.badWait = why
 	}
 	notes.denials++
@@ -141,8 +147,8 @@ func (j *Job) noteTake(key string, n float64, ok bool, wait time.Duration, at ti
 // already there, and never if n exceeds the burst.
 func dishonestWait(cfg Config, n float64, wait time.Duration) string {
 	switch {
-	case !cfg.Mode.Limited():
-		return ""
+	case !cfg.Mode.Limited() || cfg.Counting != "" && n == 1:
+		return "" // task 8's limiters: dishonestWindowWait
 	case n <= 0:
 		return fmt.Sprintf("the limiter refused %v tokens, which always succeed", n)
 	case !(n <= cfg.BucketBurst):
@@ -156,6 +162,51 @@ func dishonestWait(cfg Config, n float64, wait time.Duration) string {
 	most := time.Duration(math.Ceil(n/cfg.BucketRate*1e9)) + waitSlack
 	if wait > most {
 		return fmt.Sprintf("the limiter said %v for %v token(s), but at %v tokens/s even an empty bucket has them within %v", wait, n, cfg.BucketRate, most-waitSlack)
+	}
+	return ""
+}
+
+// dishonestWindowWait returns why none of task 8's limiters of cfg's kind
+// could refuse one request, asked at asked and answering at at, with
+// wait, or "". Every refused request has something to wait for, and
+//
+//   - a fixed window: exactly until the next window boundary (windows
+//     aligned on the Unix epoch), for an instant between asked and at;
+//   - a sliding log or counter: at most one window (the oldest request
+//     the log holds, or the previous window's weight, is gone by then);
+//   - a token bucket: at most one token's time, window/limit.
+//
+// A microsecond of slack (waitSlack) on each side allows for rounding.
+// The log's and the counter's exact waits depend on their state, which
+// only the unit suite models.
+func dishonestWindowWait(cfg Config, wait time.Duration, asked, at time.Time) string {
+	if cfg.Counting == "" || !cfg.Mode.Limited() || cfg.CountingLimit < 1 || cfg.CountingWindow <= 0 {
+		return ""
+	}
+	if wait <= 0 {
+		return fmt.Sprintf("the %s limiter refused a request with a wait of %v: a refused request always has something to wait for", cfg.Counting, wait)
+	}
+	w := cfg.CountingWindow
+	switch cfg.Counting {
+	case "fixed":
+		// until the boundary after a, for a from asked to at
+		toNext := func(t time.Time) time.Duration { n := t.UnixNano(); return time.Duration(int64(w) - n%int64(w)) }
+		lo, hi := toNext(at)-waitSlack, toNext(asked)+waitSlack
+		if toNext(asked) < toNext(at) { // a boundary between the two readings
+			lo = 0
+		}
+		if wait < lo || wait > hi {
+			return fmt.Sprintf("the fixed window said %v, but the next window of %v starts in %v", wait, w, toNext(at).Round(time.Microsecond))
+		}
+	case "log", "counter":
+		if wait > w+waitSlack {
+			return fmt.Sprintf("the %s limiter said %v, more than its window of %v, after which nothing it counted is in view", cfg.Counting, wait, w)
+		}
+	case "bucket":
+		most := time.Duration(math.Ceil(float64(w)/float64(cfg.CountingLimit))) + waitSlack
+		if wait > most {
+			return fmt.Sprintf("the token bucket said %v, but at %d per %v even an empty bucket has a token within %v", wait, cfg.CountingLimit, w, most-waitSlack)
+		}
 	}
 	return ""
 }

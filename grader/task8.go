@@ -79,11 +79,10 @@ const (
 
 // task8Planned lists task 8's measured checks: the boundary burst, the
 // synchronised return, memory per client and the counter's disagreement
-// with the log, measured by cmd/counting on the real clock. A server mode
-// that puts each limiter in front of shedding, flooded over HTTP, is still
-// to come.
+// with the log, measured by cmd/counting, then the floods of the server
+// with each limiter in front of shedding (task8_server.go).
 func task8Planned() []planned {
-	return []planned{
+	return append([]planned{
 		{task8CheckFixedBoundary, 1},
 		{task8CheckLogBoundary, 1},
 		{task8CheckCounterBoundary, 1},
@@ -93,11 +92,12 @@ func task8Planned() []planned {
 		{task8CheckLogMemory, 1},
 		{task8CheckCountsMemory, 1},
 		{task8CheckDisagreement, 1},
-	}
+	}, task8ServerPlanned()...)
 }
 
 // gradeTask8 grades the four ways of counting requests per window: their
-// unit suite, then the measurements of cmd/counting.
+// unit suite, then the measurements of cmd/counting, then the floods of the
+// server with each in front of shedding.
 func gradeTask8(ctx context.Context, g *grading) error {
 	notReady, err := g.unit(ctx)
 	if err != nil || g.opts.UnitOnly {
@@ -176,7 +176,7 @@ func measureTask8(ctx context.Context, g *grading, bin string) error {
 		g.logf("    warning: %s", w)
 	}
 	checkTask8(g, &c)
-	return nil
+	return floodTask8Server(ctx, g, bin, &c)
 }
 
 // checkTimed records a check measured on the real clock: not judged, an

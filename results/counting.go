@@ -25,9 +25,50 @@ type Counting struct {
 	Memory []CountingMemory `json:"memory,omitempty"`
 	// Disagreement compares the sliding counter with the sliding log.
 	Disagreement *CountingDisagreement `json:"disagreement,omitempty"`
+	// Server is the floods of the fake GPU with each limiter in front of
+	// shedding, one record per limiter, from the server's own records.
+	Server []CountingServer `json:"server,omitempty"`
 	// Warnings say what the machine did to the timing, such as a batch of
 	// the boundary burst that ran across the boundary.
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// CountingServer is one flood of the fake GPU with one limiter (Counting
+// is "fixed", "log", "counter" or "bucket"; Limiter its name as the other
+// records give it) keyed by X-Client-Id in front of task 2's shedding, as
+// the server counted it. Run names the flood's run in the document.
+type CountingServer struct {
+	Limiter  string  `json:"limiter"`
+	Run      string  `json:"run"`
+	Limit    int     `json:"limit"`
+	WindowMS float64 `json:"window_ms"`
+	Burst    int     `json:"burst,omitempty"` // the token bucket's
+	// RatePerClient is what each client sent, per second, for DurationS.
+	RatePerClient float64 `json:"rate_per_client"`
+	DurationS     float64 `json:"duration_s"`
+	// Clients are the server's counts of each client key.
+	Clients []CountingServerClient `json:"clients"`
+	// Limited429 counts the 429s the server judged, BadRetryAfter those
+	// whose Retry-After was wrong, Gone those sent to clients already gone
+	// (not judged).
+	Limited429    int64 `json:"limited_429"`
+	BadRetryAfter int64 `json:"bad_retry_after"`
+	Gone          int64 `json:"gone,omitempty"`
+	// MaxRetryAfterS is the longest wait the limiter reported to any
+	// client, in whole seconds rounded up: what its Retry-After said.
+	MaxRetryAfterS int64 `json:"max_retry_after_s"`
+}
+
+// CountingServerClient is the server's count of one client key: admitted
+// (any answer but 429) and limited (429) over SpanS seconds, from its first
+// request to its last admission, and the most its limiter may admit in
+// that span (Bound).
+type CountingServerClient struct {
+	Key      string  `json:"key"`
+	Admitted int64   `json:"admitted"`
+	Limited  int64   `json:"limited"`
+	SpanS    float64 `json:"span_s"`
+	Bound    float64 `json:"bound"`
 }
 
 // CountingBoundary is one limiter's answers to the boundary burst: one

@@ -35,6 +35,12 @@ type Server struct {
 	// Redis is the Redis server that kept the buckets in mode redis, its
 	// password, if any, left out.
 	Redis string `json:"redis,omitempty"`
+	// Counting names task 8's limiter the server had in mode bucket
+	// instead of task 3's bucket ("fixed", "log", "counter", "bucket"),
+	// with its limit per window; empty for task 3's.
+	Counting         string  `json:"counting,omitempty"`
+	CountingLimit    int     `json:"counting_limit,omitempty"`
+	CountingWindowMS float64 `json:"counting_window_ms,omitempty"`
 	// Workers is how many server processes shared one port (task 6); 0
 	// means a single server.
 	Workers int `json:"workers,omitempty"`

@@ -10,8 +10,13 @@ import (
 // In the grader's session build (build tag ratelab_vsession) this command
 // becomes the grader's virtual-time session when started as one
 // (vsession.Run), for task 8: the measurements of the graded limiters that
-// take time.
+// take time, and the fake GPU with each of them in front of shedding.
 func init() {
 	set := limiters()
-	vsession.Run(vsession.Host{NewServer: fakegpu.New, Counting: &set, CountingTree: tree})
+	vsession.Run(vsession.Host{
+		NewServer: func(cfg fakegpu.Config, opts ...fakegpu.Option) (*fakegpu.Server, error) {
+			return newServer(set, cfg, opts...)
+		},
+		Counting: &set, CountingTree: tree,
+	})
 }

@@ -106,6 +106,9 @@ func main() {
 // limiter, extra options added, a description of where its limiter comes
 // from, and what to call once it has stopped.
 func newServer(cfg fakegpu.Config, extra ...fakegpu.Option) (*fakegpu.Server, string, func(), error) {
+	if cfg.Counting != "" {
+		return nil, "", nil, fmt.Errorf("--counting %s: task 8's limiters are served by cmd/counting", cfg.Counting)
+	}
 	opts := extra
 	cleanup, limiterDesc := func() {}, limiterFrom
 	switch cfg.Mode {
