@@ -310,3 +310,36 @@ func TestOtherKeysAndExtraTokens(t *testing.T) {
 	assert.Equal(t, `asked about "192.0.2.1:1234" for a request of "by-address"`, st.OtherKeyExample)
 	assert.Equal(t, int64(1), st.ExtraTokens, "extra tokens")
 }
+
+// The waits task 8's limiters may report on a refusal (Config.Counting):
+// a fixed window's exactly until the next epoch-aligned boundary, a log's
+// or a counter's within one window, a bucket's within one token.
+func TestDishonestWindowWait(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Mode, cfg.CountingLimit, cfg.CountingWindow = ModeBucket, 10, 2*time.Second
+	at := time.Unix(1_000_000, 500_000_000) // 0.5 s into a 2 s window
+	asked := at.Add(-3 * time.Microsecond)
+	tests := []struct {
+		counting string
+		wait     time.Duration
+		ok       bool
+	}{
+		{"fixed", 1500 * time.Millisecond, true},
+		{"fixed", 1500*time.Millisecond + 3*time.Microsecond, true}, // read at asked
+		{"fixed", 2 * time.Second, false},                           // a whole window from now
+		{"fixed", 1400 * time.Millisecond, false},
+		{"fixed", 0, false},
+		{"log", 2 * time.Second, true},
+		{"log", 2*time.Second + 2*time.Microsecond, false},
+		{"counter", time.Nanosecond, true},
+		{"counter", -time.Second, false},
+		{"bucket", 200 * time.Millisecond, true},
+		{"bucket", time.Second, false},
+		{"", time.Hour, true}, // task 3's bucket: dishonestWait's business
+	}
+	for _, tt := range tests {
+		cfg.Counting = tt.counting
+		why := dishonestWindowWait(cfg, tt.wait, asked, at)
+		assert.Equal(t, tt.ok, why == "", "dishonestWindowWait(%q, %v) = %q", tt.counting, tt.wait, why)
+	}
+}

@@ -152,6 +152,17 @@ func TestWriteHTMLCounting(t *testing.T) {
 	index, err := os.ReadFile(filepath.Join(dir, "index.html"))
 	require.NoError(t, err)
 	assert.Contains(t, string(index), `href="task8.html"`)
+	assert.NotContains(t, page, "In front of the server", "a document without server floods has no table of them")
+
+	// With the server floods (optional: older documents have none), a
+	// table of the server's counts per limiter.
+	doc.Counting[0].Server = []results.CountingServer{{
+		Limiter: results.LimiterBucket, Run: "server, token bucket", Limit: 10, WindowMS: 2000, Burst: 2, RatePerClient: 20, DurationS: 10,
+		Clients:    []results.CountingServerClient{{Key: "client-0", Admitted: 51, Limited: 149, SpanS: 9.8, Bound: 51}},
+		Limited429: 596, MaxRetryAfterS: 1,
+	}}
+	_, page = writtenPage(t, doc, "task8.html")
+	assertContainsAll(t, "task8.html", page, "In front of the server", "10 per 2000 ms, burst 2", "51 (51)", "1 × 20/s for 10 s")
 }
 
 // Task 5's page draws the judge's strategies; task 6's the workers' counts.

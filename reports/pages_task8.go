@@ -60,6 +60,9 @@ func buildTask8(s *site, _ []*results.Run) []block {
 	if d := c.Disagreement; d != nil {
 		blocks = append(blocks, disagreementBlock("t8_disagreement", d))
 	}
+	if len(c.Server) > 0 {
+		blocks = append(blocks, serverTableBlock("t8_server", c.Server))
+	}
 	blocks = append(blocks, whichOneBlock("t8_which", c))
 	if len(c.Warnings) > 0 {
 		t := &table{Class: "runs", Head: []string{"warning"}}
@@ -143,6 +146,36 @@ func returnTableBlock(id string, rs []results.CountingReturn) block {
 	}
 	return block{ID: id, Heading: "The return in numbers", Table: t,
 		Text: "Admitted and refused count the measured windows only, after the warm-up. Late: how long after its wait a client's retry actually ran, which bounds how sharp a spike the machine can show."}
+}
+
+// serverTableBlock lists the floods of the fake GPU with each limiter in
+// front of shedding, as the server counted them: per limiter the clients'
+// admissions against their bound, and the 429s it judged.
+func serverTableBlock(id string, ss []results.CountingServer) block {
+	t := &table{Class: "runs", Head: []string{"limiter", "limit per window", "clients × rate", "admitted per client (most allowed)", "refused per client", "429s judged", "wrong Retry-After", "longest Retry-After"}}
+	for _, s := range ss {
+		var adm, ref []string
+		for _, c := range s.Clients {
+			adm = append(adm, fmt.Sprintf("%d (%.0f)", c.Admitted, c.Bound))
+			ref = append(ref, strconv.FormatInt(c.Limited, 10))
+		}
+		limit := fmt.Sprintf("%d per %s", s.Limit, fmtMS(s.WindowMS))
+		if s.Burst > 0 {
+			limit += fmt.Sprintf(", burst %d", s.Burst)
+		}
+		bad := numCell(strconv.FormatInt(s.BadRetryAfter, 10))
+		if s.BadRetryAfter > 0 {
+			bad.Class += " warn"
+		}
+		t.Rows = append(t.Rows, []cell{{Text: s.Limiter, Class: "name"}, numCell(limit),
+			numCell(fmt.Sprintf("%d × %g/s for %.0f s", len(s.Clients), s.RatePerClient, s.DurationS)),
+			numCell(strings.Join(adm, ", ")), numCell(strings.Join(ref, ", ")),
+			numCell(thousands(float64(s.Limited429))), bad, numCell(fmt.Sprintf("%d s", s.MaxRetryAfterS))})
+	}
+	return block{ID: id, Heading: "In front of the server", Table: t,
+		Text: "Each limiter stood in front of the fake GPU's shedding, keyed by X-Client-Id, and several clients flooded it well over their limit. " +
+			"The figures are the server's own: what it admitted to each client against the most that limiter allows over the client's span (a fixed window and a counter count per aligned window, the log over any window, the bucket its burst plus its rate), " +
+			"and its judgement of every 429's Retry-After against the wait that limiter could truly report."}
 }
 
 // memoryBlock draws bytes per client against the limit, one line per
