@@ -102,8 +102,71 @@ type watchedLimiter struct {
 func (l watchedLimiter) TryTake(key string, n float64) (bool, time.Duration) {
 	asked := time.Now()
 	ok, wait := l.lim.TryTake(key, n)
-	l.job.noteTake(key, n, ok, wait, asked, time.Now())
+	at := time.Now()
+	if cfg := l.job.s.cfg; ok && n == 1 && cfg.Counting == "log" {
+		l.job.s.grants.add(key, asked, at, cfg.CountingLimit)
+	}
+	l.job.noteTake(key, n, ok, wait, asked, at)
 	return ok, wait
+}
+
+// grantLog keeps, for task 8's sliding log (Config.Counting "log"), when
+// the limiter granted each key's last CountingLimit requests, as the
+// server saw them: the limiter read its clock between asked and at. It
+// tracks at most ClientCapacity keys; others are not judged.
+type grantLog struct {
+	mu   sync.Mutex
+	keys map[string][]grantSpan
+}
+
+type grantSpan struct{ asked, at time.Time }
+
+func (g *grantLog) add(key string, asked, at time.Time, limit int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.keys == nil {
+		g.keys = map[string][]grantSpan{}
+	}
+	h, ok := g.keys[key]
+	if !ok && len(g.keys) >= ClientCapacity {
+		return
+	}
+	h = append(h, grantSpan{asked, at})
+	slices.SortStableFunc(h, func(a, b grantSpan) int { return a.at.Compare(b.at) })
+	if len(h) > limit {
+		h = append(h[:0], h[len(h)-limit:]...)
+	}
+	g.keys[key] = h
+}
+
+// logWait returns why a sliding log of cfg's limit and window, which the
+// server saw grant key's requests when grants records, could not refuse
+// key's request asked at asked and answered at at with wait, or "". The
+// log holds at most limit requests, so when it refuses, its limit newest
+// grants all still count, and the wait runs until the oldest of them
+// stops counting, one window after it was admitted. When fewer than limit
+// recorded grants may still count (a grant to another of the key's
+// requests not recorded yet, or a key not tracked), nothing is judged.
+func (g *grantLog) logWait(cfg Config, key string, wait time.Duration, asked, at time.Time) string {
+	g.mu.Lock()
+	h := slices.Clone(g.keys[key])
+	g.mu.Unlock()
+	w, limit := cfg.CountingWindow, cfg.CountingLimit
+	counting := 0
+	for _, s := range h {
+		if s.at.After(asked.Add(-w)) { // may still count at the refusal
+			counting++
+		}
+	}
+	if counting < limit || len(h) < limit {
+		return ""
+	}
+	oldest := h[len(h)-limit]
+	lo, hi := oldest.asked.Add(w).Sub(at)-waitSlack, oldest.at.Add(w).Sub(asked)+waitSlack
+	if wait < lo || wait > hi {
+		return fmt.Sprintf("the sliding log said %v, but the oldest of the key's %d latest admissions stops counting in %v", wait, limit, oldest.at.Add(w).Sub(at).Round(time.Microsecond))
+	}
+	return ""
 }
 
 // noteTake notes one answer of the limiter to this request.
@@ -125,6 +188,9 @@ func (j *Job) noteTake(key string, n float64, ok bool, wait time.Duration, asked
 	why := dishonestWait(j.s.cfg, n, wait)
 	if why == "" {
 		why = dishonestWindowWait(j.s.cfg, wait, asked, at)
+	}
+	if why == "" && j.s.cfg.Counting == "log" && n == 1 {
+		why = j.s.grants.logWait(j.s.cfg, key, wait, asked, at)
 	}
 	if why != "" && notes.badWait == "" {
 		notes.badWait = why
@@ -177,8 +243,9 @@ func dishonestWait(cfg Config, n float64, wait time.Duration) string {
 //   - a token bucket: at most one token's time, window/limit.
 //
 // A microsecond of slack (waitSlack) on each side allows for rounding.
-// The log's and the counter's exact waits depend on their state, which
-// only the unit suite models.
+// The log's exact wait depends on its state: grantLog.logWait judges it
+// from the grants the server saw. The counter's only the unit suite
+// models.
 func dishonestWindowWait(cfg Config, wait time.Duration, asked, at time.Time) string {
 	if cfg.Counting == "" || !cfg.Mode.Limited() || cfg.CountingLimit < 1 || cfg.CountingWindow <= 0 {
 		return ""

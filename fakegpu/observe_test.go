@@ -343,3 +343,24 @@ func TestDishonestWindowWait(t *testing.T) {
 		assert.Equal(t, tt.ok, why == "", "dishonestWindowWait(%q, %v) = %q", tt.counting, tt.wait, why)
 	}
 }
+
+// A sliding log's wait is judged from the grants the server saw: until the
+// oldest of the key's limit latest admissions stops counting; with fewer
+// than limit that may still count, nothing is judged.
+func TestGrantLogWait(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Mode, cfg.Counting, cfg.CountingLimit, cfg.CountingWindow = ModeBucket, "log", 3, 2*time.Second
+	t0 := time.Unix(1_000_000, 0)
+	var g grantLog
+	for _, ms := range []int{0, 100, 200, 300} { // the first drops out of the record
+		at := t0.Add(time.Duration(ms) * time.Millisecond)
+		g.add("a", at, at, cfg.CountingLimit)
+	}
+	now := t0.Add(500 * time.Millisecond)
+	assert.Empty(t, g.logWait(cfg, "a", 1600*time.Millisecond, now, now), "until 100 ms + 2 s")
+	assert.NotEmpty(t, g.logWait(cfg, "a", 1800*time.Millisecond, now, now), "until the newest stops counting")
+	assert.NotEmpty(t, g.logWait(cfg, "a", 1500*time.Millisecond, now, now), "too soon")
+	late := t0.Add(2150 * time.Millisecond) // the 100 ms grant no longer counts
+	assert.Empty(t, g.logWait(cfg, "a", time.Hour, late, late), "fewer than limit may count: not judged")
+	assert.Empty(t, g.logWait(cfg, "b", time.Hour, now, now), "an unknown key: not judged")
+}

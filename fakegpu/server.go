@@ -58,6 +58,7 @@ type Server struct {
 	obsMu         sync.Mutex       // guards refusals
 	refusals      results.Refusals // the Retry-After of every refusal, judged
 	clients       clientTable      // the answers per client key
+	grants        grantLog         // task 8's sliding log: each key's last grants
 	calls         callTable        // the attempts of each call (calls.go)
 }
 
