@@ -111,7 +111,7 @@ func (l watchedLimiter) TryTake(key string, n float64) (bool, time.Duration) {
 }
 
 // grantLog keeps, for task 8's sliding log (Config.Counting "log"), when
-// the limiter granted each key's last CountingLimit requests, as the
+// the limiter granted each key's last 2 × CountingLimit requests, as the
 // server saw them: the limiter read its clock between asked and at. It
 // tracks at most ClientCapacity keys; others are not judged.
 type grantLog struct {
@@ -133,8 +133,8 @@ func (g *grantLog) add(key string, asked, at time.Time, limit int) {
 	}
 	h = append(h, grantSpan{asked, at})
 	slices.SortStableFunc(h, func(a, b grantSpan) int { return a.at.Compare(b.at) })
-	if len(h) > limit {
-		h = append(h[:0], h[len(h)-limit:]...)
+	if len(h) > 2*limit { // room for grants that came after a refusal judged late
+		h = append(h[:0], h[len(h)-2*limit:]...)
 	}
 	g.keys[key] = h
 }
@@ -144,12 +144,24 @@ func (g *grantLog) add(key string, asked, at time.Time, limit int) {
 // key's request asked at asked and answered at at with wait, or "". The
 // log holds at most limit requests, so when it refuses, its limit newest
 // grants all still count, and the wait runs until the oldest of them
-// stops counting, one window after it was admitted. When fewer than limit
-// recorded grants may still count (a grant to another of the key's
-// requests not recorded yet, or a key not tracked), nothing is judged.
+// stops counting, one window after it was admitted. Only grants decided
+// before the refusal count; when one was decided while it was (either
+// order is possible), or fewer than limit recorded grants may still count
+// (a grant to another of the key's requests not recorded yet, or a key not
+// tracked), nothing is judged.
 func (g *grantLog) logWait(cfg Config, key string, wait time.Duration, asked, at time.Time) string {
 	g.mu.Lock()
-	h := slices.Clone(g.keys[key])
+	all := g.keys[key]
+	var h []grantSpan // the grants decided before this refusal was
+	for _, s := range all {
+		switch {
+		case s.at.Before(asked):
+			h = append(h, s)
+		case !s.asked.After(at):
+			g.mu.Unlock()
+			return "" // decided while this request was: in either order
+		}
+	}
 	g.mu.Unlock()
 	w, limit := cfg.CountingWindow, cfg.CountingLimit
 	counting := 0

@@ -363,4 +363,10 @@ func TestGrantLogWait(t *testing.T) {
 	late := t0.Add(2150 * time.Millisecond) // the 100 ms grant no longer counts
 	assert.Empty(t, g.logWait(cfg, "a", time.Hour, late, late), "fewer than limit may count: not judged")
 	assert.Empty(t, g.logWait(cfg, "b", time.Hour, now, now), "an unknown key: not judged")
+	later := t0.Add(900 * time.Millisecond) // a grant after the refusal is left out
+	g.add("a", later, later, cfg.CountingLimit)
+	assert.Empty(t, g.logWait(cfg, "a", 1600*time.Millisecond, now, now), "the grant at 900 ms came after")
+	assert.NotEmpty(t, g.logWait(cfg, "a", 1700*time.Millisecond, now, now), "the grant at 900 ms came after")
+	g.add("a", now, now, cfg.CountingLimit) // decided at the same instant: either order
+	assert.Empty(t, g.logWait(cfg, "a", time.Hour, now, now), "a grant decided while the refusal was: not judged")
 }
