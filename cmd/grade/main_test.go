@@ -611,3 +611,25 @@ func TestMeasuringCommandsJSON(t *testing.T) {
 	require.Len(t, doc.Judge.Strategies, 1)
 	assert.Equal(t, int64(20), doc.Judge.Strategies[0].Completed)
 }
+
+// grade counting --json prints one results document with the reference's
+// boundary burst and synchronised return, one record per limiter.
+func TestCountingJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/counting and measures for about ten seconds")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	code, out, errOut := runCapture(t, ctx, "counting", "--solutions", "--json")
+	require.Equal(t, exitPass, code, errOut)
+	doc, err := results.Decode(strings.NewReader(out))
+	require.NoError(t, err, "stdout is one results document")
+	assert.Equal(t, "counting", doc.Task)
+	assert.Equal(t, string(grader.Solutions), doc.Impl)
+	require.Len(t, doc.Counting, 1)
+	c := doc.Counting[0]
+	assert.Equal(t, "solutions/counting", c.Tree)
+	assert.Len(t, c.Boundary, 4)
+	assert.Len(t, c.Return, 4)
+	assert.Empty(t, c.Memory, "memory is grade task8's, not this command's")
+}
