@@ -1,0 +1,151 @@
+package grader
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"ratelab/fakegpu"
+	"ratelab/harness"
+	"ratelab/internal/suites/suitekit"
+	"ratelab/internal/vsession"
+	"ratelab/model"
+)
+
+// The collapse curve, measured: an unprotected server flooded at 120, 160
+// and 240 requests per second for every overload duration from 10 s to 60 s
+// in steps of 5 s, in virtual time, beside the closed form and the
+// simulation. On the wall clock each point would cost its duration plus the
+// drain (about 46 minutes for the 33 points); in a bubble the whole curve
+// takes seconds. The closed form's successes, λ·min(W, D), stop growing once
+// D passes the window W = C·(T−S)/(λ−C) (1.8 s at 120/s), so goodput, the
+// share of what was sent that succeeded, falls as 1/D: the longer the
+// overload, the closer to nothing the server delivers. Every measured point
+// must be the simulation's exactly (no band: the ties are settled the same
+// way on both sides, see model.SendTime), and within one row of 8 slots of
+// the closed form (which ignores that slots free up in rows of 8).
+//
+// Under RATELAB_CORPUS=all (CI) every point; otherwise one duration drawn
+// from the test's seed and the two ends. Run with -v to print the table
+// (docs/EXPERIMENTS.md holds a recorded one).
+func TestCollapseCurveInVirtualTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("floods for up to 60 s of virtual time")
+	}
+	durations := []time.Duration{}
+	for s := 10; s <= 60; s += 5 {
+		durations = append(durations, time.Duration(s)*time.Second)
+	}
+	if os.Getenv(corpusEnv) != "all" {
+		rng := suitekit.Rand(t)
+		mid := durations[1+rng.IntN(len(durations)-2)]
+		durations = []time.Duration{durations[0], mid, durations[len(durations)-1]}
+	}
+	cfg := fakegpu.DefaultConfig()
+	rates := []float64{120, 160, 240}
+	var table strings.Builder
+	fmt.Fprintf(&table, "| D | λ | sent | closed form | simulated | measured | goodput |\n|---|---|---|---|---|---|---|\n")
+	for _, d := range durations {
+		for _, rate := range rates {
+			name := fmt.Sprintf("%s/%g", d, rate)
+			t.Run(name, func(t *testing.T) {
+				sim := cfg.Sim()
+				sim.Clients = []model.SimClient{{Name: "c", Rate: rate, Duration: d, Timeout: time.Second}}
+				res, err := sim.Run()
+				require.NoError(t, err)
+				closed := model.Unprotected{
+					Capacity: float64(cfg.Slots) / cfg.Work.Seconds(), Work: cfg.Work,
+					Timeout: time.Second, Rate: rate, Duration: d,
+				}.Successes()
+				run := virtualFlood(t, cfg, rate, d, time.Second)
+				want := res.Count(-1, model.SimOK)
+				assert.Equal(t, int64(want), run.OK, "successes, against the simulation")
+				assert.InDelta(t, closed, float64(run.OK), float64(cfg.Slots), "successes, against the closed form (within a row of slots)")
+				fmt.Fprintf(&table, "| %g s | %g/s | %d | %.0f | %d | %d | %.1f%% |\n",
+					d.Seconds(), rate, run.Issued, closed, want, run.OK, 100*float64(run.OK)/float64(run.Issued))
+			})
+		}
+	}
+	t.Logf("the collapse curve in virtual time:\n%s", table.String())
+}
+
+// Storms over 40 runs, measured: task 4's storm of 400 clients with full
+// jitter against the shedding server, with the reference's retry loop, 40
+// times in virtual time (each with its own random jitter, as the reference
+// draws it), beside the simulation's 41 seeds. On the wall clock this is
+// about five minutes of storms; here it takes seconds. The measured median
+// and 95th percentile of the time until the last client is done and of the
+// attempts sent must agree with the simulation's within what that many
+// samples can pin down. Measured: the times spread with a standard
+// deviation of about 0.45 s around 7.4 s, so the median of 40 storms has a
+// standard error of about 1.25·0.45/√40 ≈ 0.09 s (1.2 %) and of 8 storms
+// about 2.7 %: medians must agree within 5 % over 40 storms and 10 % over
+// 8 (about four standard errors either way). The 95th percentile of 40 is
+// their 38th value, a far noisier estimate: within 10 %. Attempts vary far
+// less (2,394 to 2,432 over 40 storms) and take the same bands. No storm
+// may lose a client. Under RATELAB_CORPUS=all (CI) 40 storms, otherwise 8
+// (and only the medians are judged).
+func TestStormsOverManyRunsInVirtualTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the storm's session and runs storms of 400 clients")
+	}
+	runs := 8
+	if os.Getenv(corpusEnv) == "all" {
+		runs = 40
+	}
+	ctx := t.Context()
+	root, tmp := repoRoot(t), t.TempDir()
+	bin := filepath.Join(tmp, "storm-session")
+	_, err := compile(ctx, root, tmp, bin, []string{"build", "-o", bin}, "./cmd/storm", referenceTags(root, []string{"ratelab_vsession"}), "")
+	require.NoError(t, err)
+	s, err := startSession(bin, virtualBudget)
+	require.NoError(t, err)
+	defer s.close()
+
+	server := shedConfig()
+	rt := vsession.Retry{Tries: task4Tries, Base: task4Base, Cap: task4Cap, Jitter: true}
+	var times, attempts []float64
+	for i := range runs {
+		_, err := s.call(ctx, vsession.Request{Op: vsession.OpStart, Config: &server, NotBefore: time.Now()})
+		require.NoError(t, err)
+		rep, err := s.call(ctx, vsession.Request{Op: vsession.OpStorm, Retry: &rt,
+			Storm: &harness.StormOptions{Name: fmt.Sprintf("storm %d", i), Clients: task4Clients, Limit: task4StormLimit}})
+		require.NoError(t, err)
+		_, err = s.call(ctx, vsession.Request{Op: vsession.OpFinish})
+		require.NoError(t, err)
+		_, err = s.call(ctx, vsession.Request{Op: vsession.OpStop})
+		require.NoError(t, err)
+		st := rep.Storm
+		require.NotNil(t, st)
+		require.Equal(t, int64(task4Clients), st.Succeeded, "storm %d: every client gets through", i)
+		times = append(times, st.LastDoneS)
+		attempts = append(attempts, float64(st.Attempts))
+	}
+	slices.Sort(times)
+	slices.Sort(attempts)
+	mid, high := len(times)/2, int(math.Ceil(0.95*float64(len(times))))-1
+	sim, err := simStorm(server, task4Clients, task4Tries, task4Base, task4Cap, true)
+	require.NoError(t, err)
+	t.Logf("%d storms of %d clients with full jitter, in virtual time:\n"+
+		"| | measured median | simulated median | measured 95th | simulated 95th | measured range |\n|---|---|---|---|---|---|\n"+
+		"| last client done | %.2f s | %.2f s | %.2f s | %.2f s | %.2f-%.2f s |\n"+
+		"| attempts | %.0f | %.0f | %.0f | %.0f | %.0f-%.0f |",
+		runs, task4Clients, times[mid], sim.MedianS, times[high], sim.HighS, times[0], times[len(times)-1],
+		attempts[mid], sim.MedianAttempts, attempts[high], sim.HighAttempts, attempts[0], attempts[len(attempts)-1])
+	medianBand := 0.10
+	if runs >= 40 {
+		medianBand = 0.05
+		assert.InEpsilon(t, sim.HighS, times[high], 0.10, "95th percentile of the time")
+		assert.InEpsilon(t, sim.HighAttempts, attempts[high], 0.10, "95th percentile of the attempts")
+	}
+	assert.InEpsilon(t, sim.MedianS, times[mid], medianBand, "median time until the last client is done")
+	assert.InEpsilon(t, sim.MedianAttempts, attempts[mid], medianBand, "median attempts")
+}
