@@ -1,13 +1,20 @@
 package grader
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -16,6 +23,7 @@ import (
 	"ratelab/fakegpu"
 	"ratelab/harness"
 	"ratelab/internal/suites/suitekit"
+	"ratelab/internal/vnet"
 	"ratelab/internal/vsession"
 	"ratelab/model"
 )
@@ -155,4 +163,168 @@ func TestStormsOverManyRunsInVirtualTime(t *testing.T) {
 	}
 	assert.InEpsilon(t, sim.MedianS, times[mid], medianBand, "median time until the last client is done")
 	assert.InEpsilon(t, sim.MedianAttempts, attempts[mid], medianBand, "median attempts")
+}
+
+// waitingMemory is what n requests waiting in a fake GPU's line cost.
+type waitingMemory struct {
+	Waiting       int64   // requests waiting in the server's line when measured
+	ServerBytes   float64 // the process's live heap and stacks, less the clients' control
+	BytesPerWait  float64
+	ClientsBytes  float64 // the control: the same clients, connected to a listener that holds them
+	MeasuredTotal float64
+}
+
+// liveBytes is the process's live heap and goroutine stacks after a full
+// collection: what a waiting request keeps alive.
+func liveBytes() float64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return float64(ms.HeapAlloc + ms.StackInuse)
+}
+
+// holdWaiting connects n clients, arriving rate per second, each sending one
+// GET /generate and then waiting for its answer, to a server at addr on
+// network n, and returns once all are sent and everything in the bubble is
+// blocked; release closes them. The clients are as small as a client can
+// be (one goroutine and one connection each), so that the server's share
+// stands out.
+func holdWaiting(t *testing.T, nw *vnet.Network, addr string, n int, rate float64) (release func()) {
+	t.Helper()
+	conns := make([]net.Conn, 0, n)
+	var wg sync.WaitGroup
+	req := []byte("GET /generate HTTP/1.1\r\nHost: " + addr + "\r\nX-Client-Id: m\r\n\r\n")
+	start := time.Now()
+	for i := range n {
+		if d := model.SendTime(rate, uint64(i)) - time.Since(start); d > 0 {
+			time.Sleep(d)
+		}
+		c, err := nw.DialContext(context.Background(), "tcp", addr)
+		require.NoError(t, err)
+		_, err = c.Write(req)
+		require.NoError(t, err)
+		conns = append(conns, c)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var b [512]byte
+			for {
+				if _, err := c.Read(b[:]); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	synctest.Wait()
+	return func() {
+		for _, c := range conns {
+			c.Close()
+		}
+		wg.Wait()
+	}
+}
+
+// measureWaitingMemory measures, in a bubble, the live memory of n requests
+// waiting in an unprotected fake GPU's line, against a control of the same
+// clients held by a listener that never reads.
+func measureWaitingMemory(t *testing.T, n int) waitingMemory {
+	var m waitingMemory
+	const rate = 10000 // the lesson's service: 10,000 requests a second
+	synctest.Test(t, func(t *testing.T) {
+		// The control: the clients alone, and their connections' far ends.
+		var nw vnet.Network
+		l, err := nw.Listen("127.0.0.1:8001")
+		require.NoError(t, err)
+		var held []net.Conn
+		accepted := make(chan struct{})
+		go func() {
+			defer close(accepted)
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				held = append(held, c)
+			}
+		}()
+		base := liveBytes()
+		release := holdWaiting(t, &nw, "127.0.0.1:8001", n, rate)
+		m.ClientsBytes = liveBytes() - base
+		release()
+		l.Close()
+		<-accepted
+		for _, c := range held {
+			c.Close()
+		}
+		held = nil
+
+		// The server: the lesson's 8 slots of 100 ms, an unbounded line.
+		srv, err := fakegpu.New(fakegpu.DefaultConfig())
+		require.NoError(t, err)
+		l2, err := nw.Listen("127.0.0.1:8000")
+		require.NoError(t, err)
+		hs := &http.Server{Handler: srv}
+		served := make(chan struct{})
+		go func() { defer close(served); _ = hs.Serve(l2) }()
+		base = liveBytes()
+		release = holdWaiting(t, &nw, "127.0.0.1:8000", n, rate)
+		m.MeasuredTotal = liveBytes() - base
+		m.Waiting = srv.Stats().Waiting
+		srv.Close()
+		release()
+		hs.Close()
+		<-served
+	})
+	m.ServerBytes = m.MeasuredTotal - m.ClientsBytes
+	m.BytesPerWait = m.ServerBytes / float64(m.Waiting)
+	return m
+}
+
+// Memory per waiting request, measured: the lesson warns that a service at
+// 10,000 requests a second, overloaded for a minute, holds 600,000 waiting
+// requests, and that each costs 10-30 KB in its Python server. Here the
+// fake GPU (Go's net/http, a goroutine per connection) is sent requests at
+// 10,000 a second in virtual time until n wait in its line, and the
+// process's live heap and stacks are read after a full collection, less a
+// control of the same clients held by a listener that never reads. The
+// per-request figure must be the same at every n within 10 % (memory grows
+// linearly with the line: nothing is shared between waiting requests) and
+// above 2 KiB (a goroutine's smallest stack: a figure below it would mean
+// the control ate the server's share). Under RATELAB_CORPUS=all (CI)
+// 20,000, 40,000 and 80,000 waiting; otherwise 10,000 and 20,000.
+// RATELAB_WAITING=N measures N alone: 600000 for the lesson's minute holds
+// about 15 GiB live (12 GiB of it the server's) and took 6.5 minutes on 2
+// cores; run it with GOMEMLIMIT=19GiB on a 24 GiB machine.
+// docs/EXPERIMENTS.md holds the recorded runs.
+func TestMemoryPerWaitingRequest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("holds tens of thousands of requests in one process")
+	}
+	sizes := []int{10_000, 20_000}
+	if os.Getenv(corpusEnv) == "all" {
+		sizes = []int{20_000, 40_000, 80_000}
+	}
+	if v := os.Getenv("RATELAB_WAITING"); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err, "RATELAB_WAITING")
+		sizes = []int{n}
+	}
+	var per []float64
+	var table strings.Builder
+	fmt.Fprintf(&table, "| waiting | clients (control) | server | per waiting request | at 600,000 |\n|---|---|---|---|---|\n")
+	for _, n := range sizes {
+		m := measureWaitingMemory(t, n)
+		// The line grew by (λ−C)·t: a few requests finished while the rest
+		// arrived.
+		assert.InDelta(t, float64(n), float64(m.Waiting), 0.01*float64(n), "waiting in line when measured")
+		per = append(per, m.BytesPerWait)
+		fmt.Fprintf(&table, "| %d | %.1f MiB | %.1f MiB | %.1f KiB | %.1f GiB |\n",
+			m.Waiting, m.ClientsBytes/(1<<20), m.ServerBytes/(1<<20), m.BytesPerWait/1024, 600_000*m.BytesPerWait/(1<<30))
+		assert.Greater(t, m.BytesPerWait, 2048.0, "at least a goroutine's smallest stack per waiting request")
+	}
+	for _, p := range per[1:] {
+		assert.InEpsilon(t, per[0], p, 0.10, "the same per request at every size")
+	}
+	t.Logf("memory per waiting request, fake GPU unprotected, in virtual time:\n%s", table.String())
 }
