@@ -143,6 +143,21 @@ type Pattern struct {
 	Seed *uint64 `json:"seed,omitempty"`
 }
 
+// String describes p in a few words, such as "spikes of 30 every 5s".
+func (p *Pattern) String() string {
+	switch p.Kind {
+	case "spikes":
+		return fmt.Sprintf("spikes of %d every %gs", p.Spike, p.EveryS)
+	case "ramp":
+		return fmt.Sprintf("ramp from %g/s to %g/s", p.FromRPS, p.ToRPS)
+	case "poisson":
+		if p.Seed != nil {
+			return fmt.Sprintf("poisson, seed %d", *p.Seed)
+		}
+	}
+	return p.Kind
+}
+
 // RetryAfterStats counts the Retry-After headers of one outcome's answers.
 type RetryAfterStats struct {
 	// Valid counts headers holding whole seconds of at least 1.
