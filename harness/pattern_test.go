@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 	"time"
@@ -220,4 +221,18 @@ func TestFileNeedOfPatterns(t *testing.T) {
 	assert.Equal(t, uint64(3*5000+256), fileNeed(o), "three spikes within 1 s")
 	o.Pattern = Pattern{Kind: PatternRamp, From: 100, To: 2000}
 	assert.Equal(t, uint64(2000+256), fileNeed(o), "the ramp's top")
+}
+
+// A pattern travels in Options as JSON, as a virtual-time session
+// receives its floods.
+func TestPatternJSON(t *testing.T) {
+	o := Options{Rate: 60, Duration: time.Second, Pattern: Pattern{Kind: PatternSpikes, Spike: 30, Every: 6 * time.Second}}
+	b, err := json.Marshal(o)
+	require.NoError(t, err)
+	var back Options
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Equal(t, o.Pattern, back.Pattern, "from %s", b)
+	b, err = json.Marshal(Options{Rate: 60})
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"Pattern":{}`, "a constant pattern is empty")
 }
