@@ -144,7 +144,7 @@ func (o *Options) validate() error {
 		if o.Rate != 0 && o.Rate != mean {
 			return bad("rate %v: pattern %s sets its own rates (mean %v/s); leave the rate 0", o.Rate, k, mean)
 		}
-		if err := o.Pattern.check(0, o.Duration); err != nil {
+		if err := o.Pattern.check(0); err != nil {
 			return bad("%v", err)
 		}
 		o.Rate = mean
@@ -169,7 +169,7 @@ func (o *Options) validate() error {
 		if _, err := NewSchedule(o.Pattern, o.Rate, o.Duration); err != nil {
 			return bad("%v", err)
 		}
-	} else if err := o.Pattern.check(o.Rate, o.Duration); err != nil {
+	} else if err := o.Pattern.check(o.Rate); err != nil {
 		return bad("%v", err)
 	}
 	if err := CheckLoopback(o.URL); err != nil {

@@ -139,9 +139,10 @@ func (p Pattern) String() string {
 	return "constant"
 }
 
-// check returns an error if p cannot make a schedule of duration d at
-// rate (Options.Rate).
-func (p Pattern) check(rate float64, d time.Duration) error {
+// check returns an error if p's fields are invalid for a flood at rate
+// (Options.Rate; spikes and ramps ignore it). Whether the schedule holds
+// any request is NewSchedule's to say.
+func (p Pattern) check(rate float64) error {
 	k := p.kind()
 	if k != PatternSpikes && (p.Spike != 0 || p.Every != 0) {
 		return fmt.Errorf("pattern %s: spike and every belong to spikes", k)
@@ -195,7 +196,7 @@ type Schedule struct {
 // Options.Rate is rate (unused by spikes and ramp), or an error if p is
 // invalid or holds no request at all.
 func NewSchedule(p Pattern, rate float64, d time.Duration) (*Schedule, error) {
-	if err := p.check(rate, d); err != nil {
+	if err := p.check(rate); err != nil {
 		return nil, err
 	}
 	if d <= 0 || d > MaxDuration {

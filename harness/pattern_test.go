@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"ratelab/fakegpu"
 	"ratelab/model"
 )
 
@@ -235,4 +237,16 @@ func TestPatternJSON(t *testing.T) {
 	b, err = json.Marshal(Options{Rate: 60})
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"Pattern":{}`, "a constant pattern is empty")
+}
+
+// A play needs a bucket: a server without one is refused before anything
+// is served.
+func TestPlayBucketNeedsABucket(t *testing.T) {
+	served := false
+	serve := func(context.Context, fakegpu.Config) (Served, error) { served = true; return Served{}, nil }
+	cfg := PlayConfig()
+	cfg.Mode = fakegpu.ModeShed
+	_, _, err := PlayBucket(context.Background(), LessonPlays()[0], cfg, serve)
+	assert.ErrorIs(t, err, ErrBadOptions)
+	assert.False(t, served, "no server started")
 }
