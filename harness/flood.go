@@ -216,10 +216,10 @@ func CheckLoopback(rawURL string) error {
 
 // fileNeed is how many files a flood of opts may hold open at once: a
 // socket for every request that may be in flight (rate × timeout at a
-// constant rate; the most due within one timeout for a pattern, such as
-// whole spikes, and for poisson a bound from its mean; see
-// Schedule.InFlight), twice when the server may be in
-// this process too, and room for the rest.
+// constant rate; for a pattern the most due within one timeout, such as
+// whole spikes, or for poisson a bound from its mean: see
+// Schedule.InFlight), twice when the server may be in this process too,
+// and room for the rest.
 func fileNeed(opts Options) uint64 {
 	inFlight := inFlight(opts.Pattern, opts.Rate, opts.Timeout, nil)
 	if !opts.ServerElsewhere {
@@ -229,9 +229,9 @@ func fileNeed(opts Options) uint64 {
 }
 
 // Flood sends opts.Rate requests per second for opts.Duration, open-loop,
-// or follows opts.Pattern, and returns what happened. When ctx ends it stops sending, cancels the
-// requests in flight and returns the partial run marked Interrupted, with
-// ctx's error.
+// or follows opts.Pattern, and returns what happened. When ctx ends it
+// stops sending, cancels the requests in flight and returns the partial
+// run marked Interrupted, with ctx's error.
 func Flood(ctx context.Context, opts Options) (*results.Run, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
