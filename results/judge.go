@@ -175,6 +175,37 @@ type APILimits struct {
 	RequestBurst     float64 `json:"request_burst"`
 	InputTokenBurst  float64 `json:"input_token_burst"`
 	OutputTokenBurst float64 `json:"output_token_burst"`
+	// BatchRequestsPerSecond is how fast the Message Batches API processes
+	// one key's batched requests; MaxBatchRequests the most requests in one
+	// batch; MaxBatchQueue the most batched requests a key may have not yet
+	// processed. Reports before batches have zeros.
+	BatchRequestsPerSecond float64 `json:"batch_requests_per_second,omitempty"`
+	MaxBatchRequests       int     `json:"max_batch_requests,omitempty"`
+	MaxBatchQueue          int     `json:"max_batch_queue,omitempty"`
+	// Prices are what the API charges. Reports before prices have zeros.
+	Prices APIPrices `json:"prices,omitzero"`
+}
+
+// APIPrices are what the fake Messages API charges, in US dollars per
+// million tokens, by kind of token. Batched tokens cost
+// BatchPriceFraction of these. One cache-write price serves both TTLs
+// (the real API charges an hour's write more than five minutes').
+type APIPrices struct {
+	InputUSDPerMTok      float64 `json:"input_usd_per_mtok"`
+	OutputUSDPerMTok     float64 `json:"output_usd_per_mtok"`
+	CacheWriteUSDPerMTok float64 `json:"cache_write_usd_per_mtok"`
+	CacheReadUSDPerMTok  float64 `json:"cache_read_usd_per_mtok"`
+}
+
+// BatchPriceFraction is what a batched token costs as a fraction of the
+// same token sent to POST /v1/messages: half, as the real API's.
+const BatchPriceFraction = 0.5
+
+// Cost returns what the tokens cost at p, in US dollars: each kind times
+// its price, over a million.
+func (p APIPrices) Cost(input, cacheWrite, cacheRead, output int64) float64 {
+	return (float64(input)*p.InputUSDPerMTok + float64(cacheWrite)*p.CacheWriteUSDPerMTok +
+		float64(cacheRead)*p.CacheReadUSDPerMTok + float64(output)*p.OutputUSDPerMTok) / 1e6
 }
 
 // APIKeyStats is what one API key did, as the fake Messages API (package
@@ -217,6 +248,24 @@ type APIKeyStats struct {
 	// CountTokensCalls counts POST /v1/messages/count_tokens, which no limit
 	// applies to.
 	CountTokensCalls int64 `json:"count_tokens_calls"`
+	// CostUSD is what the requests to POST /v1/messages cost at the API's
+	// prices, in US dollars: the token counts above times their prices.
+	CostUSD float64 `json:"cost_usd,omitempty"`
+
+	// Batches counts the Message Batches the key created, BatchRequests the
+	// requests in them. BatchSucceeded, BatchErrored and BatchCanceled count
+	// the batched requests processed so far by their result.
+	Batches        int64 `json:"batches,omitempty"`
+	BatchRequests  int64 `json:"batch_requests,omitempty"`
+	BatchSucceeded int64 `json:"batch_succeeded,omitempty"`
+	BatchErrored   int64 `json:"batch_errored,omitempty"`
+	BatchCanceled  int64 `json:"batch_canceled,omitempty"`
+	// BatchInputTokens and BatchOutputTokens sum the usage of the batched
+	// requests that succeeded (batches do not cache in this fake), and
+	// BatchCostUSD is what they cost: BatchPriceFraction of the full price.
+	BatchInputTokens  int64   `json:"batch_input_tokens,omitempty"`
+	BatchOutputTokens int64   `json:"batch_output_tokens,omitempty"`
+	BatchCostUSD      float64 `json:"batch_cost_usd,omitempty"`
 }
 
 // TooManyRequests returns every 429 the key got: rate limits and the spend
