@@ -42,14 +42,15 @@ type JudgeWorkload struct {
 // A JudgeStrategy is one strategy's run. Each strategy uses its own API key
 // (Key), so its limits and counts are its own.
 type JudgeStrategy struct {
-	// Name is naive, sleep1, polite or polite-cached.
+	// Name is naive, sleep1, polite, polite-cached or batch.
 	Name string `json:"name"`
 	Key  string `json:"key"`
 	N    int    `json:"n"`
 
 	// From the API's /stats for Key:
 	//
-	// Completed counts judgments answered 200, Attempts every request sent,
+	// Completed counts judgments answered 200 (or succeeded in a batch),
+	// Attempts every request sent (batched requests included),
 	// Rejected429 every 429 and Overloaded529 every 529.
 	// RejectedFraction is Rejected429 / Attempts, and Lost is N − Completed:
 	// judgments the strategy gave up on or did not finish in time.
@@ -75,6 +76,10 @@ type JudgeStrategy struct {
 	MinBoundBy            string  `json:"min_bound_by"`
 	// Ratio is WallSeconds / MinSeconds.
 	Ratio float64 `json:"ratio"`
+	// CostUSD is what the strategy's requests cost at the API's prices, in
+	// US dollars: Server.CostUSD + Server.BatchCostUSD, batched tokens at
+	// half price. Reports before prices have none (0).
+	CostUSD float64 `json:"cost_usd,omitempty"`
 
 	// TimedOut says the strategy was stopped at the time limit.
 	TimedOut bool `json:"timed_out"`
