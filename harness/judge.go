@@ -190,6 +190,9 @@ func (r *judgeRun) strategy(ctx context.Context, name string) results.JudgeStrat
 	if name == "batch" {
 		// Batches bypass the rate limits: the bound is the API's batch
 		// throughput, counted under requests.
+		// An API without batches has no such bound (and the strategy
+		// fails).
+		res.MinSeconds = 0
 		if r.limits.BatchRequestsPerSecond > 0 {
 			res.MinSeconds = float64(w.N) / r.limits.BatchRequestsPerSecond
 		}

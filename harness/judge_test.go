@@ -2,8 +2,10 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -231,4 +233,21 @@ func TestJudgeBatchVirtual(t *testing.T) {
 		assert.LessOrEqual(t, b.WallSeconds, 3.0+JudgeBatchPoll.Seconds())
 		assert.Equal(t, 0.5*provider.DefaultPrices.Cost(300*40, 0, 0, b.Server.BatchOutputTokens), b.CostUSD)
 	})
+}
+
+// Against an API whose /stats reports no batch throughput (one from before
+// batches), the batch strategy fails every judgment with a reason and no
+// minimum, and the others are unaffected.
+func TestJudgeBatchUnsupported(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(provider.Stats{Limits: results.APILimits{RequestsPerMinute: 60, InputTokensPerMinute: 6000}})
+	}))
+	defer hs.Close()
+	w := results.JudgeWorkload{N: 3, PromptTokens: 40, PrefixTokens: 10, MaxTokens: 4, MaxInFlight: 4}
+	rep, err := Judge(context.Background(), JudgeOptions{URL: hs.URL, Workload: w, Strategies: []string{"batch"}})
+	require.NoError(t, err)
+	b := rep.Strategies[0]
+	assert.Equal(t, results.JudgeTally{Failed: 3, Errors: map[string]int{"the API reports no Message Batches API in its /stats": 3}}, b.Client)
+	assert.Zero(t, b.MinSeconds)
+	assert.Equal(t, int64(3), b.Lost)
 }
