@@ -77,6 +77,9 @@ func judgeCostBlock(id string, rep *results.JudgeReport) block {
 				thousands(float64(b.Completed)), thousands(float64(b.N)), b.WallSeconds, fmtSeconds(num(b.MinSeconds)), fmtUSD(b.CostUSD),
 				100*b.CostUSD/pol.CostUSD, thousands(float64(pol.Completed)), pol.WallSeconds) + caption
 		}
+		if pc, ok := strategyByName(sts, "polite-cached"); ok && pc.CostUSD > 0 && pc.CostUSD < b.CostUSD {
+			caption += fmt.Sprintf(" Caching the shared instructions cost less still (polite-cached %s): cache reads cost a tenth of input, and this fake's batches do not cache.", fmtUSD(pc.CostUSD))
+		}
 	}
 	p := newPlot(id, 340, caption, bar, nil)
 	pr := rep.Limits.Prices
