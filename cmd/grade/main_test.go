@@ -643,4 +643,13 @@ func TestMeasuringCommandsJSON(t *testing.T) {
 	require.NotNil(t, doc.Judge)
 	require.Len(t, doc.Judge.Strategies, 1)
 	assert.Equal(t, int64(20), doc.Judge.Strategies[0].Completed)
+	polite := doc.Judge.Strategies[0]
+
+	doc = decode(t, "judge", "20", "--strategy", "batch", "--solutions", "--json")
+	require.NotNil(t, doc.Judge)
+	require.Len(t, doc.Judge.Strategies, 1)
+	batch := doc.Judge.Strategies[0]
+	assert.Equal(t, "batch", batch.Name)
+	assert.Equal(t, int64(20), batch.Completed)
+	assert.InDelta(t, polite.CostUSD/2, batch.CostUSD, 1e-12, "the same 20 judgments at half price")
 }
