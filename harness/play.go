@@ -97,6 +97,15 @@ func PlayConfig() fakegpu.Config {
 	return cfg
 }
 
+// PlayOptions returns the flood of play: one client, "play", sending as
+// the play says. The URL, Stats and Dial are the caller's to set.
+func PlayOptions(play Play) Options {
+	return Options{
+		Name: "play " + play.Name, Rate: play.Rate, Duration: play.Duration, Pattern: play.Pattern,
+		Header: http.Header{"X-Client-Id": {"play"}},
+	}
+}
+
 // PlayBucket floods a fresh server from serve, configured as cfg (a bucket
 // mode, usually PlayConfig), with play as one client, and returns the
 // bucket's decisions as the server counted them, beside the schedule
@@ -105,19 +114,10 @@ func PlayBucket(ctx context.Context, play Play, cfg fakegpu.Config, serve ServeF
 	if !cfg.Mode.Limited() {
 		return nil, nil, fmt.Errorf("%w: play %s: mode %s has no bucket", ErrBadOptions, play.Name, cfg.Mode)
 	}
-	opts := Options{
-		Name: "play " + play.Name, Rate: play.Rate, Duration: play.Duration, Pattern: play.Pattern,
-		Header: http.Header{"X-Client-Id": {"play"}},
-	}
-	sched, err := NewSchedule(opts.Pattern, opts.Rate, opts.Duration)
-	if err != nil {
+	opts := PlayOptions(play)
+	if _, err := NewSchedule(opts.Pattern, opts.Rate, opts.Duration); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
 	}
-	due := make([]time.Duration, sched.Count())
-	for i := range due {
-		due[i] = sched.Due(uint64(i))
-	}
-
 	srv, err := serve(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
@@ -130,14 +130,31 @@ func PlayBucket(ctx context.Context, play Play, cfg fakegpu.Config, serve ServeF
 	}
 	rec := cfg.Record()
 	run.Server = &rec
+	p, err := PlayResult(play, cfg.BucketRate, cfg.BucketBurst, run)
+	return p, run, err
+}
 
+// PlayResult is what run, the flood of play (PlayOptions) against a server
+// whose client bucket refills rate tokens per second and holds burst, says
+// of the bucket: its decisions as the server counted them, beside the
+// schedule replayed against the bucket (model.BucketAdmits).
+func PlayResult(play Play, rate, burst float64, run *results.Run) (*results.BucketPlay, error) {
+	opts := PlayOptions(play)
+	sched, err := NewSchedule(opts.Pattern, opts.Rate, opts.Duration)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
+	}
+	due := make([]time.Duration, sched.Count())
+	for i := range due {
+		due[i] = sched.Due(uint64(i))
+	}
 	final := run.ServerFinal
 	p := &results.BucketPlay{
 		Name: play.Name, Clock: run.Clock, Pattern: run.Pattern, OfferedRPS: run.OfferedRPS, DurationS: run.DurationS,
-		BucketRate: cfg.BucketRate, BucketBurst: cfg.BucketBurst,
+		BucketRate: rate, BucketBurst: burst,
 		Sent: final.Received, Admitted: final.Received - final.Limited, Refused: final.Limited, OK: run.OK,
-		Predicted: int64(model.BucketAdmits(due, cfg.BucketRate, cfg.BucketBurst)),
-		Bound:     cfg.BucketBurst + cfg.BucketRate*(due[len(due)-1]-due[0]).Seconds(),
+		Predicted: int64(model.BucketAdmits(due, rate, burst)),
+		Bound:     burst + rate*(due[len(due)-1]-due[0]).Seconds(),
 		BinS:      run.TimelineBinMS / 1000,
 	}
 	bins := len(run.Timeline[results.OutcomeOK])
@@ -151,5 +168,5 @@ func PlayBucket(ctx context.Context, play Play, cfg fakegpu.Config, serve ServeF
 			}
 		}
 	}
-	return p, run, nil
+	return p, nil
 }
