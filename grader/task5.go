@@ -72,7 +72,7 @@ func gradeTask5(ctx context.Context, g *grading) error {
 }
 
 func judgeTask5(ctx context.Context, g *grading, bin string) error {
-	g.logf("  judge: 2,000 relevance judgments of about 3,000 tokens, four strategies, against the fake API (about a minute) ...")
+	g.logf("  judge: 2,000 relevance judgments of about 3,000 tokens, five strategies, against the fake API (about a minute and a half) ...")
 	var rep results.JudgeReport
 	if g.virtual() {
 		s, err := g.vsession(ctx)

@@ -3,7 +3,9 @@
 // due, not from when the load generator got round to it, and a generator
 // that fell behind its schedule says so.
 //
-// Flood is the one entry point for a constant-rate flood. It uses vegeta's
+// Flood is the one entry point for a flood: at a constant rate, or in one
+// of the open-loop arrival patterns of Pattern (spikes, a ramp, a Poisson
+// process), each a Schedule fixed before it starts. It uses vegeta's
 // attack library with no cap on workers or connections (a capped client pool
 // is an unbounded queue of its own), records latencies into HdrHistograms per
 // outcome, and samples the server's /stats until its line has drained.
@@ -85,11 +87,17 @@ type Options struct {
 	Clients uint64
 	// ClientPrefix begins every client's X-Client-Id when Clients is set.
 	ClientPrefix string
-	// Rate is the offered load λ in requests per second.
+	// Rate is the offered load λ in requests per second: the constant rate,
+	// or the Poisson process's mean. Spikes and ramps set their own rates;
+	// leave it 0 for them and the flood records their mean here.
 	Rate float64
 	// Duration is how long to send for; the schedule holds floor(Rate·Duration)
-	// requests.
+	// requests at a constant rate (see Pattern for the others).
 	Duration time.Duration
+	// Pattern shapes the arrivals over time; the zero value is the
+	// constant rate, with the same schedule and figures as before
+	// patterns. Latencies are measured from each request's due time in it.
+	Pattern Pattern
 	// Timeout is the client's timeout for each request.
 	Timeout time.Duration
 	// Stats reads the server's /stats; nil samples nothing.
@@ -131,6 +139,16 @@ func (o *Options) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrBadOptions, fmt.Sprintf(format, args...))
 	}
+	if k := o.Pattern.kind(); k == PatternSpikes || k == PatternRamp {
+		mean := o.Pattern.MeanRate(o.Rate)
+		if o.Rate != 0 && o.Rate != mean {
+			return bad("rate %v: pattern %s sets its own rates (mean %v/s); leave the rate 0", o.Rate, k, mean)
+		}
+		if err := o.Pattern.check(0); err != nil {
+			return bad("%v", err)
+		}
+		o.Rate = mean
+	}
 	if math.IsNaN(o.Rate) || o.Rate <= 0 || o.Rate > MaxRate {
 		return bad("rate %v: want more than 0 and at most %v requests per second", o.Rate, MaxRate)
 	}
@@ -143,8 +161,16 @@ func (o *Options) validate() error {
 	if o.Timeout < 0 || o.Timeout > MaxTimeout {
 		return bad("timeout %s: want more than 0 and at most %s", o.Timeout, MaxTimeout)
 	}
-	if math.Floor(o.Rate*o.Duration.Seconds()) < 1 {
+	if o.Pattern.IsConstant() && math.Floor(o.Rate*o.Duration.Seconds()) < 1 {
 		return bad("rate %v for %s sends no request at all", o.Rate, o.Duration)
+	}
+	if k := o.Pattern.kind(); k == PatternSpikes || k == PatternRamp {
+		// Cheap to make (a Poisson schedule is drawn once, by Flood).
+		if _, err := NewSchedule(o.Pattern, o.Rate, o.Duration); err != nil {
+			return bad("%v", err)
+		}
+	} else if err := o.Pattern.check(o.Rate); err != nil {
+		return bad("%v", err)
 	}
 	if err := CheckLoopback(o.URL); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadOptions, err)
@@ -160,6 +186,9 @@ func (o *Options) validate() error {
 	}
 	if o.Name == "" {
 		o.Name = fmt.Sprintf("%g/s", o.Rate)
+		if !o.Pattern.IsConstant() {
+			o.Name = o.Pattern.String()
+		}
 	}
 	return nil
 }
@@ -186,10 +215,13 @@ func CheckLoopback(rawURL string) error {
 }
 
 // fileNeed is how many files a flood of opts may hold open at once: a
-// socket for every request that may be in flight (rate × timeout), twice
-// when the server may be in this process too, and room for the rest.
+// socket for every request that may be in flight (rate × timeout at a
+// constant rate; for a pattern the most due within one timeout, such as
+// whole spikes, or for poisson a bound from its mean: see
+// Schedule.InFlight), twice when the server may be in this process too,
+// and room for the rest.
 func fileNeed(opts Options) uint64 {
-	inFlight := uint64(math.Ceil(opts.Rate * opts.Timeout.Seconds()))
+	inFlight := inFlight(opts.Pattern, opts.Rate, opts.Timeout, nil)
 	if !opts.ServerElsewhere {
 		inFlight *= 2
 	}
@@ -197,14 +229,17 @@ func fileNeed(opts Options) uint64 {
 }
 
 // Flood sends opts.Rate requests per second for opts.Duration, open-loop,
-// and returns what happened. When ctx ends it stops sending, cancels the
-// requests in flight and returns the partial run marked Interrupted, with
-// ctx's error.
+// or follows opts.Pattern, and returns what happened. When ctx ends it
+// stops sending, cancels the requests in flight and returns the partial
+// run marked Interrupted, with ctx's error.
 func Flood(ctx context.Context, opts Options) (*results.Run, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	count := uint64(math.Floor(opts.Rate * opts.Duration.Seconds()))
+	sched, err := NewSchedule(opts.Pattern, opts.Rate, opts.Duration)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
+	}
 	if opts.Dial == nil {
 		if _, err := RaiseFileLimit(fileNeed(opts)); err != nil {
 			return nil, err
@@ -247,9 +282,9 @@ func Flood(ctx context.Context, opts Options) (*results.Run, error) {
 	if opts.Clients > 0 {
 		target = clientsTargeter(opts)
 	}
-	p := &pacer{rate: opts.Rate, count: count}
+	p := &pacer{sched: sched}
 
-	rec := newRecorder(opts, count)
+	rec := newRecorder(opts, sched)
 	smp := startSampler(opts, time.Now())
 	defer smp.stop()
 
@@ -368,6 +403,7 @@ func Classify(code uint16, errText string) results.Outcome {
 // recorder accumulates one flood's results.
 type recorder struct {
 	opts     Options
+	sched    *Schedule
 	count    uint64
 	issued   int64
 	hists    map[results.Outcome]*hdr.Histogram
@@ -378,11 +414,12 @@ type recorder struct {
 	retry    map[results.Outcome]*results.RetryAfterStats
 }
 
-func newRecorder(opts Options, count uint64) *recorder {
+func newRecorder(opts Options, sched *Schedule) *recorder {
 	bins := int(math.Ceil(float64(opts.Duration)/float64(DefaultTimelineBin))) + 1
 	r := &recorder{
 		opts:     opts,
-		count:    count,
+		sched:    sched,
+		count:    sched.Count(),
 		hists:    map[results.Outcome]*hdr.Histogram{},
 		lag:      hdr.New(histMinUS, histMaxUS, histDigits),
 		pickup:   hdr.New(histMinUS, histMaxUS, histDigits),
@@ -408,7 +445,7 @@ func clampUS(d time.Duration) int64 {
 
 func (r *recorder) add(began time.Time, res *vegeta.Result) {
 	r.issued++
-	due := Intended(r.opts.Rate, res.Seq)
+	due := r.sched.Due(res.Seq)
 	intended := began.Add(due)
 	o := Classify(res.Code, res.Error)
 	r.counts[o]++
@@ -462,6 +499,7 @@ func (r *recorder) finish() *results.Run {
 		Timeline:      r.timeline,
 		Histograms:    map[results.Outcome]string{},
 		RetryAfter:    r.retry,
+		Pattern:       r.opts.Pattern.Record(),
 	}
 	if r.opts.Clients > 0 {
 		run.Clients = int64(min(r.opts.Clients, uint64(r.issued)))

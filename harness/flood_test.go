@@ -167,3 +167,25 @@ func TestFileNeed(t *testing.T) {
 	o.Rate = 333
 	assert.Equal(t, uint64(500+256), fileNeed(o), "rate × timeout, rounded up")
 }
+
+// TestFloodPattern floods in spikes: the schedule's count is sent, the run
+// records the pattern and its mean rate, and the timeline puts each spike
+// in the bin of its due time.
+func TestFloodPattern(t *testing.T) {
+	var got atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { got.Add(1) }))
+	defer ts.Close()
+	run, err := Flood(context.Background(), Options{
+		URL: ts.URL, Duration: 600 * time.Millisecond,
+		Pattern: Pattern{Kind: PatternSpikes, Spike: 5, Every: 250 * time.Millisecond},
+	})
+	require.NoError(t, err)
+	assert.Equal(t, int64(10), run.Expected, "two spikes of 5 in 600 ms")
+	assert.Equal(t, int64(10), run.Issued)
+	assert.Equal(t, int64(10), got.Load(), "the server saw")
+	assert.Equal(t, 20.0, run.OfferedRPS, "the mean rate")
+	assert.Equal(t, "spikes of 5 every 250ms", run.Name)
+	require.NotNil(t, run.Pattern)
+	assert.Equal(t, results.Pattern{Kind: "spikes", Spike: 5, EveryS: 0.25}, *run.Pattern)
+	assert.Equal(t, []int64{0, 5, 5, 0}, run.Timeline[results.OutcomeOK], "a spike per 250 ms bin, by due time")
+}

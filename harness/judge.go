@@ -30,7 +30,10 @@ import (
 //	polite         task 5's PoliteClient, with the API's limits
 //	polite-cached  the same with the shared prefix marked cache_control; the
 //	               first judgment goes alone, to write the cache
-var JudgeStrategies = []string{"naive", "sleep1", "polite", "polite-cached"}
+//	batch          the lesson's last word: the Message Batches API, at half
+//	               the price; the judge's own client (judgeBatches), not
+//	               learner code
+var JudgeStrategies = []string{"naive", "sleep1", "polite", "polite-cached", "batch"}
 
 // DefaultJudgeWorkload is the lesson's Problem: 2,000 relevance judgments
 // of 3,000 prompt tokens, 2,900 of them the shared instructions, up to 64
@@ -138,8 +141,8 @@ func Judge(ctx context.Context, o JudgeOptions) (*results.JudgeReport, error) {
 		}
 		res := r.strategy(ctx, name)
 		if o.Log != nil {
-			fmt.Fprintf(o.Log, "judge: %-13s completed %d/%d, %d attempts, %d 429s, %.1fs (minimum %.1fs, ratio %.2f)%s\n",
-				res.Name, res.Completed, res.N, res.Attempts, res.Rejected429, res.WallSeconds, res.MinSeconds, res.Ratio, errNote(res.Error))
+			fmt.Fprintf(o.Log, "judge: %-13s completed %d/%d, %d attempts, %d 429s, %.1fs (minimum %.1fs, ratio %.2f), $%.2f%s\n",
+				res.Name, res.Completed, res.N, res.Attempts, res.Rejected429, res.WallSeconds, res.MinSeconds, res.Ratio, res.CostUSD, errNote(res.Error))
 		}
 		report.Strategies = append(report.Strategies, res)
 	}
@@ -184,6 +187,17 @@ func (r *judgeRun) strategy(ctx context.Context, name string) results.JudgeStrat
 	cached := name == "polite-cached"
 	res := results.JudgeStrategy{Name: name, Key: fmt.Sprintf("judge-%s-%d", name, time.Now().UnixNano()), N: w.N}
 	res.MinSeconds, res.RequestsMinSeconds, res.InputTokensMinSeconds, res.MinBoundBy = r.minimum(cached)
+	if name == "batch" {
+		// Batches bypass the rate limits: the bound is the API's batch
+		// throughput, counted under requests.
+		// An API without batches has no such bound (and the strategy
+		// fails).
+		res.MinSeconds = 0
+		if r.limits.BatchRequestsPerSecond > 0 {
+			res.MinSeconds = float64(w.N) / r.limits.BatchRequestsPerSecond
+		}
+		res.RequestsMinSeconds, res.InputTokensMinSeconds, res.MinBoundBy = res.MinSeconds, 0, "batch_requests"
+	}
 	limit := r.opts.Limit
 	if limit <= 0 {
 		limit = max(20*time.Second, time.Duration(2*res.MinSeconds*float64(time.Second)))
@@ -197,7 +211,11 @@ func (r *judgeRun) strategy(ctx context.Context, name string) results.JudgeStrat
 	prompts := judgePrompts(w, cached)
 
 	var call func(ctx context.Context, p provider.MessageParams) error
+	var t *judgeTally
+	var wall time.Duration
 	switch name {
+	case "batch":
+		t, wall = judgeBatches(sctx, hc, r.url, res.Key, r.limits, prompts)
 	case "naive":
 		call = func(ctx context.Context, p provider.MessageParams) error {
 			return naiveCall(ctx, hc, r.url, res.Key, p)
@@ -228,7 +246,9 @@ func (r *judgeRun) strategy(ctx context.Context, name string) results.JudgeStrat
 	// Anthropic's advice: a cache entry can be read only once the reply
 	// that wrote it has begun, so the cached strategy sends one request
 	// first and waits.
-	t, wall := callAll(sctx, protect(call), prompts, cached)
+	if call != nil {
+		t, wall = callAll(sctx, protect(call), prompts, cached)
+	}
 	res.WallSeconds = wall.Seconds()
 	res.TimedOut = sctx.Err() != nil && ctx.Err() == nil
 	res.Client = t.result()
@@ -243,12 +263,13 @@ func (r *judgeRun) strategy(ctx context.Context, name string) results.JudgeStrat
 	}
 	k := st.Keys[res.Key]
 	res.Server = k
-	res.Completed, res.Attempts = k.Completed, k.Requests
+	res.Completed, res.Attempts = k.Completed+k.BatchSucceeded, k.Requests+k.BatchRequests
+	res.CostUSD = k.CostUSD + k.BatchCostUSD
 	res.Rejected429, res.Overloaded529 = k.TooManyRequests(), k.Overloaded
 	if k.Requests > 0 {
 		res.RejectedFraction = float64(res.Rejected429) / float64(k.Requests)
 	}
-	res.Lost = int64(res.N) - k.Completed
+	res.Lost = int64(res.N) - res.Completed
 	if res.MinSeconds > 0 {
 		res.Ratio = res.WallSeconds / res.MinSeconds
 	}

@@ -34,13 +34,12 @@ func Pace(rate float64, count uint64, elapsed time.Duration, hits uint64) (wait 
 	return due - elapsed, false
 }
 
-// pacer adapts Pace to vegeta's Pacer interface, and remembers when the
+// pacer adapts a Schedule's Pace to vegeta's Pacer interface, and remembers when the
 // attack began: vegeta calls Pace(elapsed, 0) right after it takes its start
 // time, so now − elapsed recovers that instant to within a few hundred
 // nanoseconds. Intended send times are measured from it.
 type pacer struct {
-	rate  float64
-	count uint64
+	sched *Schedule
 
 	once  sync.Once
 	began time.Time
@@ -48,9 +47,9 @@ type pacer struct {
 
 func (p *pacer) Pace(elapsed time.Duration, hits uint64) (time.Duration, bool) {
 	p.once.Do(func() { p.began = time.Now().Add(-elapsed) })
-	return Pace(p.rate, p.count, elapsed, hits)
+	return p.sched.Pace(elapsed, hits)
 }
 
-// Rate returns the constant rate in requests per second, as vegeta's Pacer
-// interface asks.
-func (p *pacer) Rate(time.Duration) float64 { return p.rate }
+// Rate returns the schedule's rate at elapsed in requests per second, as
+// vegeta's Pacer interface asks.
+func (p *pacer) Rate(elapsed time.Duration) float64 { return p.sched.RateAt(elapsed) }

@@ -34,7 +34,27 @@ const (
 	// DefaultCacheTTL1h is how long a prefix marked with a ttl of "1h"
 	// lives after its last use: an hour, as Anthropic's.
 	DefaultCacheTTL1h = time.Hour
+
+	// DefaultBatchRequestsPerSecond is how many batched requests the fake
+	// processes a second for one key, ours: 100, so the judge's 2,000
+	// judgments take 20 s as a batch, slower than the polite client's 15 s
+	// but with no 429 at all. (The real API promises only "within 24 hours",
+	// most batches ending within the hour.)
+	DefaultBatchRequestsPerSecond = 100
+	// DefaultMaxBatchRequests is the most requests one batch may hold: the
+	// real API's 100,000 (its other per-batch limit, 256 MB, is this fake's
+	// 8 MB body limit).
+	DefaultMaxBatchRequests = 100_000
+	// DefaultMaxBatchQueue is the most batched requests one key may have
+	// waiting or being processed: 100,000, the real API's value for its
+	// lowest usage tier, where it applies per organization.
+	DefaultMaxBatchQueue = 100_000
 )
+
+// DefaultPrices are illustrative (the list prices of a mid-sized Anthropic
+// model when this was written), not a quote: $3 input, $15 output, $3.75
+// cache writes, $0.30 cache reads per million tokens.
+var DefaultPrices = results.APIPrices{InputUSDPerMTok: 3, OutputUSDPerMTok: 15, CacheWriteUSDPerMTok: 3.75, CacheReadUSDPerMTok: 0.30}
 
 // An Episode is a stretch of time, measured from the server's creation,
 // during which every request gets 529 overloaded_error.
@@ -84,21 +104,39 @@ type Config struct {
 	// CacheTTL1h is how long a prefix written with cache_control
 	// {"ttl": "1h"} lives after its last use (default 1 hour).
 	CacheTTL1h time.Duration
+	// Prices are what tokens cost (default DefaultPrices); /stats reports
+	// each key's cost.
+	Prices results.APIPrices
+	// BatchRequestsPerSecond is how many batched requests of one key are
+	// processed a second, one after another in the order the batches were
+	// created (default 100).
+	BatchRequestsPerSecond float64
+	// MaxBatchRequests is the most requests one batch may hold (default
+	// 100,000).
+	MaxBatchRequests int
+	// MaxBatchQueue is the most batched requests a key may have not yet
+	// processed; a batch that would go over is refused with a 429
+	// (default 100,000).
+	MaxBatchQueue int
 }
 
 // DefaultConfig returns the scaled limits described at DefaultRequestsPerMinute,
 // with no overload and no spend limit.
 func DefaultConfig() Config {
 	return Config{
-		RequestsPerMinute:     DefaultRequestsPerMinute,
-		InputTokensPerMinute:  DefaultInputTokensPerMinute,
-		OutputTokensPerMinute: DefaultOutputTokensPerMinute,
-		Burst:                 DefaultBurst,
-		BaseLatency:           DefaultBaseLatency,
-		PerTokenLatency:       DefaultPerTokenLatency,
-		CacheMinTokens:        DefaultCacheMinTokens,
-		CacheTTL:              DefaultCacheTTL,
-		CacheTTL1h:            DefaultCacheTTL1h,
+		RequestsPerMinute:      DefaultRequestsPerMinute,
+		InputTokensPerMinute:   DefaultInputTokensPerMinute,
+		OutputTokensPerMinute:  DefaultOutputTokensPerMinute,
+		Burst:                  DefaultBurst,
+		BaseLatency:            DefaultBaseLatency,
+		PerTokenLatency:        DefaultPerTokenLatency,
+		CacheMinTokens:         DefaultCacheMinTokens,
+		CacheTTL:               DefaultCacheTTL,
+		CacheTTL1h:             DefaultCacheTTL1h,
+		Prices:                 DefaultPrices,
+		BatchRequestsPerSecond: DefaultBatchRequestsPerSecond,
+		MaxBatchRequests:       DefaultMaxBatchRequests,
+		MaxBatchQueue:          DefaultMaxBatchQueue,
 	}
 }
 
@@ -134,19 +172,32 @@ func (c Config) Validate() error {
 	if c.CacheMinTokens < 0 || c.CacheTTL < 0 || c.CacheTTL1h < 0 {
 		errs = append(errs, fmt.Errorf("cache minimum %d tokens, TTLs %s and %s: want 0 or more", c.CacheMinTokens, c.CacheTTL, c.CacheTTL1h))
 	}
+	if p := c.Prices; p.InputUSDPerMTok < 0 || p.OutputUSDPerMTok < 0 || p.CacheWriteUSDPerMTok < 0 || p.CacheReadUSDPerMTok < 0 {
+		errs = append(errs, fmt.Errorf("prices %+v: want 0 or more", p))
+	}
+	if !(c.BatchRequestsPerSecond > 0) || math.IsInf(c.BatchRequestsPerSecond, 0) {
+		errs = append(errs, fmt.Errorf("batch requests per second %v: want a positive number", c.BatchRequestsPerSecond))
+	}
+	if c.MaxBatchRequests < 1 || c.MaxBatchQueue < 1 {
+		errs = append(errs, fmt.Errorf("batch limits %d requests a batch, %d queued: want 1 or more", c.MaxBatchRequests, c.MaxBatchQueue))
+	}
 	return errors.Join(errs...)
 }
 
 // Limits returns c's rate limits.
 func (c Config) Limits() results.APILimits {
 	return results.APILimits{
-		RequestsPerMinute:     c.RequestsPerMinute,
-		InputTokensPerMinute:  c.InputTokensPerMinute,
-		OutputTokensPerMinute: c.OutputTokensPerMinute,
-		BurstMS:               float64(c.Burst) / float64(time.Millisecond),
-		RequestBurst:          c.capacity(c.RequestsPerMinute),
-		InputTokenBurst:       c.capacity(c.InputTokensPerMinute),
-		OutputTokenBurst:      c.capacity(c.OutputTokensPerMinute),
+		RequestsPerMinute:      c.RequestsPerMinute,
+		InputTokensPerMinute:   c.InputTokensPerMinute,
+		OutputTokensPerMinute:  c.OutputTokensPerMinute,
+		BurstMS:                float64(c.Burst) / float64(time.Millisecond),
+		RequestBurst:           c.capacity(c.RequestsPerMinute),
+		InputTokenBurst:        c.capacity(c.InputTokensPerMinute),
+		OutputTokenBurst:       c.capacity(c.OutputTokensPerMinute),
+		BatchRequestsPerSecond: c.BatchRequestsPerSecond,
+		MaxBatchRequests:       c.MaxBatchRequests,
+		MaxBatchQueue:          c.MaxBatchQueue,
+		Prices:                 c.Prices,
 	}
 }
 

@@ -235,7 +235,7 @@ func TestRequestBucket(t *testing.T) {
 		assert.Equal(t, 429, post(s, "k", "/v1/messages", p).Code, "and no more")
 		st := s.KeyStats("k")
 		assert.Equal(t, results.APIKeyStats{Requests: 8, Completed: 5, RateLimited: 3, LimitedByRequests: 3, MaxInFlight: 1,
-			InputTokens: 5, OutputTokens: st.OutputTokens}, st)
+			InputTokens: 5, OutputTokens: st.OutputTokens, CostUSD: s.Config().Prices.Cost(5, 0, 0, st.OutputTokens)}, st)
 	})
 }
 

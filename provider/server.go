@@ -25,8 +25,8 @@ type Stats struct {
 
 // Server is the fake API. Create it with New; it is an http.Handler and is
 // safe for concurrent use. It runs no goroutine of its own: buckets refill
-// lazily and each request waits out its own latency, so it works inside a
-// testing/synctest bubble.
+// lazily, batches progress lazily (see batch.go) and each request waits out
+// its own latency, so it works inside a testing/synctest bubble.
 type Server struct {
 	cfg       Config
 	start     time.Time
@@ -54,6 +54,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.mux.HandleFunc("POST /v1/messages", s.handleMessages)
 	s.mux.HandleFunc("POST /v1/messages/count_tokens", s.handleCountTokens)
+	s.mux.HandleFunc("POST /v1/messages/batches", s.handleBatchCreate)
+	s.mux.HandleFunc("GET /v1/messages/batches", s.handleBatchList)
+	s.mux.HandleFunc("GET /v1/messages/batches/{id}", s.handleBatchGet)
+	s.mux.HandleFunc("POST /v1/messages/batches/{id}/cancel", s.handleBatchCancel)
+	s.mux.HandleFunc("GET /v1/messages/batches/{id}/results", s.handleBatchResults)
 	s.mux.HandleFunc("GET /stats", s.handleStats)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, ErrorNotFound, fmt.Sprintf("%s %s: no such endpoint", r.Method, r.URL.Path), "")
@@ -87,12 +92,24 @@ func (s *Server) Stats() Stats {
 	}
 	s.mu.Unlock()
 	st := Stats{Limits: s.cfg.Limits(), Keys: make(map[string]results.APIKeyStats, len(accounts))}
+	now := time.Now()
 	for k, a := range accounts {
-		a.mu.Lock()
-		st.Keys[k] = a.stats
-		a.mu.Unlock()
+		st.Keys[k] = s.keyStats(a, now)
 	}
 	return st
+}
+
+// keyStats returns a's counts at now, with the batches' progress and the
+// costs at the server's prices.
+func (s *Server) keyStats(a *account, now time.Time) results.APIKeyStats {
+	a.mu.Lock()
+	k := a.stats
+	a.batchStats(&k, now)
+	a.mu.Unlock()
+	p := s.cfg.Prices
+	k.CostUSD = p.Cost(k.InputTokens, k.CacheCreationInputTokens, k.CacheReadInputTokens, k.OutputTokens)
+	k.BatchCostUSD = results.BatchPriceFraction * p.Cost(k.BatchInputTokens, 0, 0, k.BatchOutputTokens)
+	return k
 }
 
 // KeyStats returns what key did; a key never used has all zeros.
@@ -103,9 +120,7 @@ func (s *Server) KeyStats(key string) results.APIKeyStats {
 	if a == nil {
 		return results.APIKeyStats{}
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.stats
+	return s.keyStats(a, time.Now())
 }
 
 // account is the state of one API key.
@@ -120,6 +135,7 @@ type account struct {
 	cacheTTL, cacheTTL1h      time.Duration
 	spendLimit                int
 	baseLatency, tokenLatency time.Duration
+	batches                   []*batch // in order of creation
 }
 
 func (s *Server) account(key string) *account {

@@ -185,6 +185,34 @@ func TestWriteHTMLJudgeAndWorkers(t *testing.T) {
 	}
 }
 
+// A judge report with costs and the batch strategy gets a cost chart and a
+// cost column; one from before prices (task5.json) gets neither.
+func TestWriteHTMLJudgeCost(t *testing.T) {
+	files, err := renderHTML(testDocFile(t, "task5.json"))
+	require.NoError(t, err)
+	old := html.UnescapeString(string(files["task5.html"]))
+	assert.NotContains(t, old, `id="t5_cost"`, "no costs recorded, no cost chart")
+	assert.NotContains(t, old, "<th>cost</th>")
+
+	doc := testDocFile(t, "task5.json")
+	rep := doc.Judge
+	rep.Limits.Prices = results.APIPrices{InputUSDPerMTok: 3, OutputUSDPerMTok: 15, CacheWriteUSDPerMTok: 3.75, CacheReadUSDPerMTok: 0.3}
+	for i := range rep.Strategies {
+		rep.Strategies[i].CostUSD = 19.1127
+	}
+	rep.Strategies[3].CostUSD = 3.462705 // polite-cached
+	batch := rep.Strategies[2]
+	batch.Name, batch.WallSeconds, batch.MinSeconds, batch.MinBoundBy, batch.CostUSD, batch.Timeline = "batch", 21.9, 20, "batch_requests", 9.55635, nil
+	rep.Strategies = append(rep.Strategies, batch)
+	files, err = renderHTML(doc)
+	require.NoError(t, err)
+	page := html.UnescapeString(string(files["task5.html"]))
+	assertContainsAll(t, "task5.html with costs", page, `id="t5_cost"`, "What the job cost", "<th>cost</th>", "$9.56", "$19.11",
+		"batch judged 2,000 of 2,000 in 21.9 s (minimum 20 s, its batch throughput) for $9.56, 50% of what polite paid for 2,000 in 15.2 s",
+		"$3.00 input, $15.00 output, $3.75 cache writes, $0.30 cache reads; batched tokens at 50% of those", "No timeline for batch.",
+		"Caching the shared instructions cost less still (polite-cached $3.46)")
+}
+
 // Task 5's chart of judgments over time draws the cumulative sums of the
 // judge's timeline, ends at the wall time, and is left out, with a note, for
 // a judge report from before timelines were recorded.

@@ -16,8 +16,9 @@ import (
 var task5Page = &taskPage{
 	ID:    "task5",
 	Title: "a polite client: the whole job at the provider's rate",
-	Lead: "Four strategies run the same job of relevance judgments against a fake LLM API that limits requests and input tokens per minute, each with its own key: " +
-		"naive sends everything at once and gives up on a 429, sleep1 sleeps a second and retries, polite paces itself under both limits, and polite-cached also puts the shared instructions in the prompt cache. " +
+	Lead: "Up to five strategies run the same job of relevance judgments against a fake LLM API that limits requests and input tokens per minute, each with its own key: " +
+		"naive sends everything at once and gives up on a 429, sleep1 sleeps a second and retries, polite paces itself under both limits, polite-cached also puts the shared instructions in the prompt cache, " +
+		"and batch hands the whole job to the Message Batches API, at half the price. " +
 		"Every count here is the API's own.",
 	Draws: func(doc *results.Document) bool { return doc.Judge != nil },
 	Build: buildTask5,
@@ -32,16 +33,64 @@ func buildTask5(s *site, _ []*results.Run) []block {
 		return []block{{ID: "no-judge", Heading: "No judge report", Text: "This document's judge report holds no strategy."}}
 	}
 	sts := rep.Strategies
-	return []block{
+	blocks := []block{
 		judgeOutcomeBlock("t5_outcome", sts),
 		judgeTimeBlock("t5_time", sts),
 		judgeTimelineBlock("t5_timeline", sts),
 		judgeRequestsBlock("t5_requests", sts),
-		{ID: "t5_table", Heading: "The strategies", Table: judgeTable(sts),
-			Text: fmt.Sprintf("The API's counts per strategy key. The job: %d judgments of %d prompt tokens, %d of them the shared instructions; the API allows %s requests and %s input tokens a minute.",
-				rep.Workload.N, rep.Workload.PromptTokens, rep.Workload.PrefixTokens, thousands(float64(rep.Limits.RequestsPerMinute)), thousands(float64(rep.Limits.InputTokensPerMinute)))},
 	}
+	if judgeCosted(sts) {
+		blocks = append(blocks, judgeCostBlock("t5_cost", rep))
+	}
+	return append(blocks, block{ID: "t5_table", Heading: "The strategies", Table: judgeTable(sts),
+		Text: fmt.Sprintf("The API's counts per strategy key. The job: %d judgments of %d prompt tokens, %d of them the shared instructions; the API allows %s requests and %s input tokens a minute.",
+			rep.Workload.N, rep.Workload.PromptTokens, rep.Workload.PrefixTokens, thousands(float64(rep.Limits.RequestsPerMinute)), thousands(float64(rep.Limits.InputTokensPerMinute)))})
 }
+
+// judgeCosted says whether the report records costs: reports from before
+// the API had prices have none.
+func judgeCosted(sts []results.JudgeStrategy) bool {
+	return slices.ContainsFunc(sts, func(st results.JudgeStrategy) bool { return st.CostUSD > 0 })
+}
+
+// judgeCostBlock draws what each strategy's job cost, and compares the
+// batch strategy with the polite client: time to all N and cost.
+func judgeCostBlock(id string, rep *results.JudgeReport) block {
+	sts := rep.Strategies
+	bar := charts.NewBar()
+	bar.SetGlobalOptions(common(id,
+		axis{Name: "strategy", Type: "category", Data: strategyNames(sts)},
+		axis{Name: "cost (US dollars)", Min: 0}, "axis")...)
+	bar.SetXAxis(strategyNames(sts))
+	bar.AddSeries("cost", barValues(sts, func(st results.JudgeStrategy) float64 { return math.Round(100*st.CostUSD) / 100 }),
+		charts.WithBarChartOpts(opts.BarChart{BarWidth: "45%"}), charts.WithItemStyleOpts(opts.ItemStyle{Color: colorSent}),
+		charts.WithLabelOpts(opts.Label{Show: opts.Bool(true), Position: "top", Formatter: "${c}", Color: colorInk}))
+	var parts []string
+	for _, st := range sts {
+		parts = append(parts, fmt.Sprintf("%s %s", st.Name, fmtUSD(st.CostUSD)))
+	}
+	caption := "What each strategy's requests cost: " + strings.Join(parts, ", ") + "."
+	if b, ok := strategyByName(sts, "batch"); ok {
+		if pol, ok := strategyByName(sts, "polite"); ok && pol.CostUSD > 0 {
+			caption = fmt.Sprintf("batch judged %s of %s in %.1f s (minimum %s, its batch throughput) for %s, %.0f%% of what polite paid for %s in %.1f s: "+
+				"the API did the pacing, and no request was refused. ",
+				thousands(float64(b.Completed)), thousands(float64(b.N)), b.WallSeconds, fmtSeconds(num(b.MinSeconds)), fmtUSD(b.CostUSD),
+				100*b.CostUSD/pol.CostUSD, thousands(float64(pol.Completed)), pol.WallSeconds) + caption
+		}
+		if pc, ok := strategyByName(sts, "polite-cached"); ok && pc.CostUSD > 0 && pc.CostUSD < b.CostUSD {
+			caption += fmt.Sprintf(" Caching the shared instructions cost less still (polite-cached %s): cache reads cost a tenth of input, and this fake's batches do not cache.", fmtUSD(pc.CostUSD))
+		}
+	}
+	p := newPlot(id, 340, caption, bar, nil)
+	pr := rep.Limits.Prices
+	return block{ID: id, Heading: "What the job cost",
+		Text: fmt.Sprintf("Each strategy's tokens at the fake API's illustrative prices, in US dollars per million tokens: %s input, %s output, %s cache writes, %s cache reads; batched tokens at %.0f%% of those.",
+			fmtUSD(pr.InputUSDPerMTok), fmtUSD(pr.OutputUSDPerMTok), fmtUSD(pr.CacheWriteUSDPerMTok), fmtUSD(pr.CacheReadUSDPerMTok), 100*results.BatchPriceFraction),
+		Plot: &p}
+}
+
+// fmtUSD writes dollars with cents, such as $19.11.
+func fmtUSD(v float64) string { return fmt.Sprintf("$%.2f", v) }
 
 func strategyNames(sts []results.JudgeStrategy) []string {
 	names := make([]string, len(sts))
@@ -284,13 +333,23 @@ func judgeRequestsBlock(id string, sts []results.JudgeStrategy) block {
 	return block{ID: id, Heading: "Requests sent and refused", Text: "The API's count of each strategy's requests, and of the 429s among them.", Plot: &p}
 }
 
+// judgeTable lists the strategies, with a cost column when the report
+// records costs.
 func judgeTable(sts []results.JudgeStrategy) *table {
+	costed := judgeCosted(sts)
 	t := &table{Class: "runs", Head: []string{"strategy", "N", "completed", "lost", "attempts", "429", "529", "wall", "minimum", "ratio", "timed out"}}
+	if costed {
+		t.Head = append(t.Head, "cost")
+	}
 	for _, st := range sts {
-		t.Rows = append(t.Rows, []cell{{Text: st.Name, Class: "name"}, numCell(thousands(float64(st.N))), numCell(thousands(float64(st.Completed))),
+		row := []cell{{Text: st.Name, Class: "name"}, numCell(thousands(float64(st.N))), numCell(thousands(float64(st.Completed))),
 			numCell(thousands(float64(st.Lost))), numCell(thousands(float64(st.Attempts))), numCell(thousands(float64(st.Rejected429))),
 			numCell(thousands(float64(st.Overloaded529))), numCell(fmt.Sprintf("%.2f s", st.WallSeconds)), numCell(fmt.Sprintf("%.2f s", st.MinSeconds)),
-			numCell(fmt.Sprintf("%.2f×", st.Ratio)), textCell(yesNo(st.TimedOut))})
+			numCell(fmt.Sprintf("%.2f×", st.Ratio)), textCell(yesNo(st.TimedOut))}
+		if costed {
+			row = append(row, numCell(fmtUSD(st.CostUSD)))
+		}
+		t.Rows = append(t.Rows, row)
 	}
 	return t
 }

@@ -83,8 +83,12 @@ func FloodLine(w io.Writer, r *results.Run) error {
 	if r.NoServerStats {
 		server = "not available (no /stats)"
 	}
-	_, err := fmt.Fprintf(w, "offered %g/s  goodput %.1f/s  {%s}  p99 %s  server: %s\n",
-		r.OfferedRPS, r.GoodputRPS, strings.Join(parts, ", "), msOrDash(r.OK, r.P99MS), server)
+	offered := fmt.Sprintf("%g/s", r.OfferedRPS)
+	if r.Pattern != nil {
+		offered += " (" + r.Pattern.String() + ")"
+	}
+	_, err := fmt.Fprintf(w, "offered %s  goodput %.1f/s  {%s}  p99 %s  server: %s\n",
+		offered, r.GoodputRPS, strings.Join(parts, ", "), msOrDash(r.OK, r.P99MS), server)
 	for _, warn := range r.Warnings {
 		if err == nil {
 			_, err = fmt.Fprintf(w, "warning: %s\n", warn)

@@ -42,14 +42,15 @@ type JudgeWorkload struct {
 // A JudgeStrategy is one strategy's run. Each strategy uses its own API key
 // (Key), so its limits and counts are its own.
 type JudgeStrategy struct {
-	// Name is naive, sleep1, polite or polite-cached.
+	// Name is naive, sleep1, polite, polite-cached or batch.
 	Name string `json:"name"`
 	Key  string `json:"key"`
 	N    int    `json:"n"`
 
 	// From the API's /stats for Key:
 	//
-	// Completed counts judgments answered 200, Attempts every request sent,
+	// Completed counts judgments answered 200 (or succeeded in a batch),
+	// Attempts every request sent (batched requests included),
 	// Rejected429 every 429 and Overloaded529 every 529.
 	// RejectedFraction is Rejected429 / Attempts, and Lost is N − Completed:
 	// judgments the strategy gave up on or did not finish in time.
@@ -75,6 +76,10 @@ type JudgeStrategy struct {
 	MinBoundBy            string  `json:"min_bound_by"`
 	// Ratio is WallSeconds / MinSeconds.
 	Ratio float64 `json:"ratio"`
+	// CostUSD is what the strategy's requests cost at the API's prices, in
+	// US dollars: Server.CostUSD + Server.BatchCostUSD, batched tokens at
+	// half price. Reports before prices have none (0).
+	CostUSD float64 `json:"cost_usd,omitempty"`
 
 	// TimedOut says the strategy was stopped at the time limit.
 	TimedOut bool `json:"timed_out"`
@@ -175,6 +180,37 @@ type APILimits struct {
 	RequestBurst     float64 `json:"request_burst"`
 	InputTokenBurst  float64 `json:"input_token_burst"`
 	OutputTokenBurst float64 `json:"output_token_burst"`
+	// BatchRequestsPerSecond is how fast the Message Batches API processes
+	// one key's batched requests; MaxBatchRequests the most requests in one
+	// batch; MaxBatchQueue the most batched requests a key may have not yet
+	// processed. Reports before batches have zeros.
+	BatchRequestsPerSecond float64 `json:"batch_requests_per_second,omitempty"`
+	MaxBatchRequests       int     `json:"max_batch_requests,omitempty"`
+	MaxBatchQueue          int     `json:"max_batch_queue,omitempty"`
+	// Prices are what the API charges. Reports before prices have zeros.
+	Prices APIPrices `json:"prices,omitzero"`
+}
+
+// APIPrices are what the fake Messages API charges, in US dollars per
+// million tokens, by kind of token. Batched tokens cost
+// BatchPriceFraction of these. One cache-write price serves both TTLs
+// (the real API charges an hour's write more than five minutes').
+type APIPrices struct {
+	InputUSDPerMTok      float64 `json:"input_usd_per_mtok"`
+	OutputUSDPerMTok     float64 `json:"output_usd_per_mtok"`
+	CacheWriteUSDPerMTok float64 `json:"cache_write_usd_per_mtok"`
+	CacheReadUSDPerMTok  float64 `json:"cache_read_usd_per_mtok"`
+}
+
+// BatchPriceFraction is what a batched token costs as a fraction of the
+// same token sent to POST /v1/messages: half, as the real API's.
+const BatchPriceFraction = 0.5
+
+// Cost returns what the tokens cost at p, in US dollars: each kind times
+// its price, over a million.
+func (p APIPrices) Cost(input, cacheWrite, cacheRead, output int64) float64 {
+	return (float64(input)*p.InputUSDPerMTok + float64(cacheWrite)*p.CacheWriteUSDPerMTok +
+		float64(cacheRead)*p.CacheReadUSDPerMTok + float64(output)*p.OutputUSDPerMTok) / 1e6
 }
 
 // APIKeyStats is what one API key did, as the fake Messages API (package
@@ -217,6 +253,24 @@ type APIKeyStats struct {
 	// CountTokensCalls counts POST /v1/messages/count_tokens, which no limit
 	// applies to.
 	CountTokensCalls int64 `json:"count_tokens_calls"`
+	// CostUSD is what the requests to POST /v1/messages cost at the API's
+	// prices, in US dollars: the token counts above times their prices.
+	CostUSD float64 `json:"cost_usd,omitempty"`
+
+	// Batches counts the Message Batches the key created, BatchRequests the
+	// requests in them. BatchSucceeded, BatchErrored and BatchCanceled count
+	// the batched requests processed so far by their result.
+	Batches        int64 `json:"batches,omitempty"`
+	BatchRequests  int64 `json:"batch_requests,omitempty"`
+	BatchSucceeded int64 `json:"batch_succeeded,omitempty"`
+	BatchErrored   int64 `json:"batch_errored,omitempty"`
+	BatchCanceled  int64 `json:"batch_canceled,omitempty"`
+	// BatchInputTokens and BatchOutputTokens sum the usage of the batched
+	// requests that succeeded (batches do not cache in this fake), and
+	// BatchCostUSD is what they cost: BatchPriceFraction of the full price.
+	BatchInputTokens  int64   `json:"batch_input_tokens,omitempty"`
+	BatchOutputTokens int64   `json:"batch_output_tokens,omitempty"`
+	BatchCostUSD      float64 `json:"batch_cost_usd,omitempty"`
 }
 
 // TooManyRequests returns every 429 the key got: rate limits and the spend

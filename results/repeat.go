@@ -153,6 +153,14 @@ func Combine(docs []*Document) (*Document, error) {
 			out.Scenarios = append(out.Scenarios, sc)
 		}
 		out.Counting = append(out.Counting, d.Counting...)
+		for _, p := range d.BucketPlays {
+			if p != nil && i > 0 {
+				c := *p
+				c.Name = repeatName(p.Name, i+1)
+				p = &c
+			}
+			out.BucketPlays = append(out.BucketPlays, p)
+		}
 	}
 	note := fmt.Sprintf("%s graded %d times: every check agreed across the repeats", out.Task, len(docs))
 	if inconclusive > 0 {

@@ -174,3 +174,17 @@ func TestFormatValue(t *testing.T) {
 		assert.Equal(t, want, formatValue(v), "formatValue(%v)", v)
 	}
 }
+
+// Combine keeps every repeat's token-bucket plays, named by repeat as
+// runs are.
+func TestCombineKeepsBucketPlays(t *testing.T) {
+	d1, d2 := repeatDoc(1, StatusPass), repeatDoc(2, StatusPass)
+	d1.BucketPlays = []*BucketPlay{{Name: "spikes", Admitted: 20}}
+	d2.BucketPlays = []*BucketPlay{{Name: "spikes", Admitted: 20}}
+	got, err := Combine([]*Document{d1, d2})
+	require.NoError(t, err)
+	require.Len(t, got.BucketPlays, 2)
+	assert.Equal(t, "spikes", got.BucketPlays[0].Name)
+	assert.Equal(t, "spikes (repeat 2)", got.BucketPlays[1].Name)
+	assert.Equal(t, "spikes", d2.BucketPlays[0].Name, "the repeat's own document is left alone")
+}

@@ -74,6 +74,9 @@ type Document struct {
 	// Counting is task 8's measurements of its four limiters, one per
 	// repeat.
 	Counting []*Counting `json:"counting,omitempty"`
+	// BucketPlays are the lesson's token-bucket plays on the fake GPU
+	// (harness.PlayBucket), when measured.
+	BucketPlays []*BucketPlay `json:"bucket_plays,omitempty"`
 	// Judge is task 5's judge report (schema ratelab.judge/v1).
 	Judge *JudgeReport `json:"judge,omitempty"`
 	// Redis is the Redis that judged task 6, its unit checks' Redis/ half

@@ -32,7 +32,7 @@ type Run struct {
 	DurationS  float64 `json:"duration_s"`  // how long requests were sent
 	TimeoutS   float64 `json:"timeout_s"`   // the client's timeout
 
-	Expected int64 `json:"expected"` // floor(λ·D): requests the schedule holds
+	Expected int64 `json:"expected"` // requests the schedule holds: floor(λ·D) at a constant rate
 	Issued   int64 `json:"issued"`   // requests actually sent
 
 	// Counts holds how many requests ended in each outcome.
@@ -70,6 +70,11 @@ type Run struct {
 	// RetryAfter summarises the Retry-After headers of the 429 and 503
 	// answers, by outcome.
 	RetryAfter map[Outcome]*RetryAfterStats `json:"retry_after,omitempty"`
+
+	// Pattern is the shape of the flood's arrivals; nil for the constant
+	// rate OfferedRPS (every flood before patterns). With a pattern,
+	// OfferedRPS is its mean rate.
+	Pattern *Pattern `json:"pattern,omitempty"`
 
 	// Clients is how many client keys the flood spread its requests over
 	// (X-Client-Id); 0 when every request carried the same header.
@@ -119,6 +124,38 @@ type Run struct {
 	// 1 µs to 60 s, 3 significant figures) in HdrHistogram's compressed V2
 	// encoding, base64.
 	Histograms map[Outcome]string `json:"histograms"`
+}
+
+// Pattern is a flood's arrival pattern other than the constant rate
+// (harness.Pattern describes each): the fields of its Kind only.
+type Pattern struct {
+	// Kind is "spikes", "ramp" or "poisson".
+	Kind string `json:"kind"`
+	// Spike requests sent one 10 µs grid step apart every EveryS seconds
+	// (spikes).
+	Spike  uint64  `json:"spike,omitempty"`
+	EveryS float64 `json:"every_s,omitempty"`
+	// FromRPS and ToRPS are the ramp's first and last rates.
+	FromRPS float64 `json:"from_rps,omitempty"`
+	ToRPS   float64 `json:"to_rps,omitempty"`
+	// Seed drew the Poisson process's gaps; replaying it replays the
+	// schedule. Set for poisson only (a seed may be 0).
+	Seed *uint64 `json:"seed,omitempty"`
+}
+
+// String describes p in a few words, such as "spikes of 30 every 5s".
+func (p *Pattern) String() string {
+	switch p.Kind {
+	case "spikes":
+		return fmt.Sprintf("spikes of %d every %gs", p.Spike, p.EveryS)
+	case "ramp":
+		return fmt.Sprintf("ramp from %g/s to %g/s", p.FromRPS, p.ToRPS)
+	case "poisson":
+		if p.Seed != nil {
+			return fmt.Sprintf("poisson, seed %d", *p.Seed)
+		}
+	}
+	return p.Kind
 }
 
 // RetryAfterStats counts the Retry-After headers of one outcome's answers.

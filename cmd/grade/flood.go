@@ -20,7 +20,7 @@ import (
 
 var cmdFlood = &command{
 	Name:      "flood",
-	UsageLine: "flood RATE|--rates R1,R2,... [--seconds 10] [--timeout 1s] [--mode none] [--url http://127.0.0.1:8000] [--client-id ID] [--out DIR] [--json]",
+	UsageLine: "flood RATE|--rates R1,R2,...|--pattern spikes|ramp [--pattern constant|poisson] [--spike N --every 5s] [--from R --to R] [--seed N] [--seconds 10] [--timeout 1s] [--mode none] [--url http://127.0.0.1:8000] [--client-id ID] [--out DIR] [--json]",
 	Short:     "send an open-loop flood and print one line of results",
 	Long: `Flood sends RATE requests per second to /generate for --seconds, each client
 giving up after --timeout, and prints one line: offered load, goodput,
@@ -35,6 +35,22 @@ available. Floods only ever target loopback addresses.
 Latency is measured from each request's scheduled send time, so queueing
 inside the load generator is not hidden. If the generator fell behind its
 schedule the line says so.
+
+--pattern shapes the arrivals over time, open-loop (k6's arrival-rate
+executors): every request's send time is fixed before the flood starts.
+  constant  RATE per second, evenly spaced (the default)
+  spikes    --spike N requests at once every --every (such as 5s), the first
+            one --every in; "at once" is one request every 10 µs, in order,
+            so a spike of 30 leaves within 0.29 ms; no RATE
+  ramp      from --from to --to requests per second, linearly over
+            --seconds; no RATE
+  poisson   RATE per second on average, at random exponential gaps drawn
+            from --seed (default: a seed from the clock, printed and
+            recorded); the count itself is random
+For example: 'grade flood --pattern spikes --spike 30 --every 5s --mode
+bucket', 'grade flood --pattern ramp --from 10 --to 200', 'grade flood 60
+--pattern poisson --seed 7'. The line and the document name the pattern;
+with spikes and ramps the offered rate is its mean.
 
 --rates 80,120,160,240 sweeps instead of one RATE: a fresh server in --mode
 for each rate, one line each, then results.json and an HTML page with
@@ -54,6 +70,31 @@ type floodOptions struct {
 	rates     string
 	out       string
 	json      bool
+
+	pattern string
+	spike   uint64
+	every   time.Duration
+	from    float64
+	to      float64
+	seed    seedFlag
+}
+
+// seedFlag is --seed: a uint64 that remembers whether it was given, since
+// 0 is a seed like any other.
+type seedFlag struct {
+	v   uint64
+	set bool
+}
+
+func (f *seedFlag) String() string { return strconv.FormatUint(f.v, 10) }
+
+func (f *seedFlag) Set(s string) error {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return errors.New("want a whole number from 0 to 2^64-1")
+	}
+	f.v, f.set = v, true
+	return nil
 }
 
 func floodFlags(fs *flag.FlagSet) *floodOptions {
@@ -67,22 +108,41 @@ func floodFlags(fs *flag.FlagSet) *floodOptions {
 	fs.StringVar(&o.rates, "rates", "", "sweep these rates, comma-separated, such as 80,120,160,240, each against a fresh server")
 	fs.StringVar(&o.out, "out", "", "with --rates: write results.json and the report into this folder (default: a new folder under ratelab-runs/)")
 	fs.BoolVar(&o.json, "json", false, "print the run as JSON instead of one line")
+	fs.StringVar(&o.pattern, "pattern", string(harness.PatternConstant), "arrivals over time: constant, spikes, ramp or poisson")
+	fs.Uint64Var(&o.spike, "spike", 0, "with --pattern spikes: requests in each spike")
+	fs.DurationVar(&o.every, "every", 0, "with --pattern spikes: time from one spike to the next, such as 5s")
+	fs.Float64Var(&o.from, "from", 0, "with --pattern ramp: the rate at the start, requests per second")
+	fs.Float64Var(&o.to, "to", 0, "with --pattern ramp: the rate at the end, requests per second")
+	fs.Var(&o.seed, "seed", "with --pattern poisson: the seed of the random gaps (default: from the clock)")
 	return &o
 }
 
 func runFlood(ctx context.Context, o *floodOptions, args []string) error {
+	pattern, err := floodPattern(o)
+	if err != nil {
+		return err
+	}
 	if o.rates != "" {
+		if !pattern.IsConstant() {
+			return usagef("--rates sweeps constant rates; flood --pattern %s on its own", pattern.Kind)
+		}
 		return runSweep(ctx, o, args)
 	}
 	if o.out != "" {
 		return usagef("--out goes with --rates; one flood prints its run (--json for the document)")
 	}
-	if len(args) != 1 {
+	var rate float64
+	switch k := pattern.Kind; {
+	case k == harness.PatternSpikes || k == harness.PatternRamp:
+		if len(args) != 0 {
+			return usagef("--pattern %s sets its own rates: give no RATE", k)
+		}
+	case len(args) != 1:
 		return usagef("want exactly one RATE in requests per second, such as 'grade flood 120', or --rates")
-	}
-	rate, err := parseRate(args[0])
-	if err != nil {
-		return err
+	default:
+		if rate, err = parseRate(args[0]); err != nil {
+			return err
+		}
 	}
 	if err := checkFloodFlags(o); err != nil {
 		return err
@@ -91,6 +151,10 @@ func runFlood(ctx context.Context, o *floodOptions, args []string) error {
 		Rate:     rate,
 		Duration: time.Duration(o.seconds * float64(time.Second)),
 		Timeout:  o.timeout,
+		Pattern:  pattern,
+	}
+	if pattern.Kind == harness.PatternPoisson && !o.seed.set {
+		fmt.Fprintf(stderr, "poisson arrivals with seed %d (--seed %d replays them)\n", pattern.Seed, pattern.Seed)
 	}
 	if o.clientID != "" {
 		opts.Header = http.Header{"X-Client-Id": []string{o.clientID}}
@@ -120,6 +184,53 @@ func runFlood(ctx context.Context, o *floodOptions, args []string) error {
 		return usageError{err.Error()}
 	}
 	return err
+}
+
+// floodPattern maps --pattern and its flags to a harness.Pattern, refusing
+// a flag that belongs to another pattern. The values themselves are
+// checked by harness.Flood, whose errors are usage errors too.
+func floodPattern(o *floodOptions) (harness.Pattern, error) {
+	kind, err := harness.ParsePatternKind(o.pattern)
+	if err != nil {
+		return harness.Pattern{}, usageError{"--pattern: " + err.Error()}
+	}
+	owners := []struct {
+		flag  string
+		set   bool
+		owner harness.PatternKind
+	}{
+		{"--spike", o.spike != 0, harness.PatternSpikes},
+		{"--every", o.every != 0, harness.PatternSpikes},
+		{"--from", o.from != 0, harness.PatternRamp},
+		{"--to", o.to != 0, harness.PatternRamp},
+		{"--seed", o.seed.set, harness.PatternPoisson},
+	}
+	for _, f := range owners {
+		if f.set && kind != f.owner {
+			return harness.Pattern{}, usagef("%s goes with --pattern %s", f.flag, f.owner)
+		}
+	}
+	p := harness.Pattern{Kind: kind}
+	switch kind {
+	case harness.PatternConstant:
+		p.Kind = "" // the default, recorded as no pattern at all
+	case harness.PatternSpikes:
+		if o.spike == 0 || o.every == 0 {
+			return p, usagef("--pattern spikes wants --spike N and --every DURATION, such as --spike 30 --every 5s")
+		}
+		p.Spike, p.Every = o.spike, o.every
+	case harness.PatternRamp:
+		if o.from == 0 && o.to == 0 {
+			return p, usagef("--pattern ramp wants --from and --to in requests per second, such as --from 10 --to 200")
+		}
+		p.From, p.To = o.from, o.to
+	case harness.PatternPoisson:
+		p.Seed = o.seed.v
+		if !o.seed.set {
+			p.Seed = uint64(time.Now().UnixNano())
+		}
+	}
+	return p, nil
 }
 
 // checkFloodFlags refuses a flood's out-of-range --seconds and --timeout.
@@ -238,7 +349,7 @@ func floodFresh(ctx context.Context, modeName string, solutions bool, opts harne
 		opts.URL = srv.URL + "/generate"
 		opts.Stats = harness.HTTPStats(srv.URL)
 		opts.ServerElsewhere = true // a child process
-		fmt.Fprintf(stderr, "flooding it at %g req/s for %s ...\n", opts.Rate, opts.Duration)
+		fmt.Fprintf(stderr, "flooding it at %s for %s ...\n", offered(opts), opts.Duration)
 		run, err := harness.Flood(ctx, opts)
 		if run != nil {
 			run.Server = serverRecord(mode)
@@ -261,13 +372,25 @@ func floodFresh(ctx context.Context, modeName string, solutions bool, opts harne
 	defer in.Close()
 	opts.URL = in.URL + "/generate"
 	opts.Stats = harness.ServerStats(srv)
-	fmt.Fprintf(stderr, "flooding an in-process server (%s, capacity %.0f req/s) at %g req/s for %s ...\n",
-		mode, cfg.Capacity(), opts.Rate, opts.Duration)
+	fmt.Fprintf(stderr, "flooding an in-process server (%s, capacity %.0f req/s) at %s for %s ...\n",
+		mode, cfg.Capacity(), offered(opts), opts.Duration)
 	run, err := harness.Flood(ctx, opts)
 	if run != nil {
 		run.Server = serverRecord(mode)
 	}
 	return run, err
+}
+
+// offered describes a flood's load for a progress line: "120 req/s", or
+// its pattern.
+func offered(opts harness.Options) string {
+	if opts.Pattern.IsConstant() {
+		return fmt.Sprintf("%g req/s", opts.Rate)
+	}
+	if opts.Pattern.Kind == harness.PatternPoisson {
+		return fmt.Sprintf("%g req/s on average (%s)", opts.Rate, opts.Pattern)
+	}
+	return opts.Pattern.String()
 }
 
 // serverRecord is how a run records a fresh server in mode, which flood

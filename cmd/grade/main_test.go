@@ -74,6 +74,19 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"flood", "--rates", "80", "--mode", "redis"}, "sweeps modes none, shed and bucket"},
 		{[]string{"flood", "--rates", strings.Repeat("80,", 20) + "80"}, "at most 20"},
 		{[]string{"flood", "120", "--out", "x"}, "--out goes with --rates"},
+		{[]string{"flood", "120", "--pattern", "square"}, `--pattern: unknown pattern "square"`},
+		{[]string{"flood", "120", "--spike", "30"}, "--spike goes with --pattern spikes"},
+		{[]string{"flood", "120", "--pattern", "poisson", "--from", "3"}, "--from goes with --pattern ramp"},
+		{[]string{"flood", "--pattern", "ramp", "--seed", "3"}, "--seed goes with --pattern poisson"},
+		{[]string{"flood", "--pattern", "spikes", "--spike", "30"}, "wants --spike N and --every"},
+		{[]string{"flood", "120", "--pattern", "spikes", "--spike", "30", "--every", "5s"}, "give no RATE"},
+		{[]string{"flood", "--pattern", "spikes", "--spike", "30", "--every", "20s"}, "sends no request at all"},
+		{[]string{"flood", "--pattern", "spikes", "--spike", "30", "--every", "100us"}, "every 100µs"},
+		{[]string{"flood", "--pattern", "ramp"}, "wants --from and --to"},
+		{[]string{"flood", "--pattern", "ramp", "--from", "10", "--to", "1e6"}, "ramp rate 1e+06"},
+		{[]string{"flood", "--pattern", "poisson"}, "want exactly one RATE"},
+		{[]string{"flood", "60", "--pattern", "poisson", "--seed", "-1"}, "invalid value"},
+		{[]string{"flood", "--rates", "40,80", "--pattern", "ramp", "--from", "1", "--to", "2"}, "--rates sweeps constant rates"},
 		{[]string{"storm", "--url", "http://192.168.1.10:8000"}, "only target loopback"},
 		{[]string{"storm", "--url", "http://127.0.0.1:1"}, "no ratelab server at http://127.0.0.1:1"},
 		{[]string{"amplify", "--url", "http://127.0.0.1:1/"}, "no ratelab server at http://127.0.0.1:1"},
@@ -451,6 +464,28 @@ func TestInterruptedTaskWritesPartialResults(t *testing.T) {
 	assert.Contains(t, second, "--force")
 }
 
+// --pattern floods in spikes (and the others) and the line and the
+// document say so.
+func TestFloodPattern(t *testing.T) {
+	code, out, errOut := runCapture(t, context.Background(), "flood", "--pattern", "spikes", "--spike", "5", "--every", "250ms", "--seconds", "0.5")
+	require.Equal(t, exitPass, code, errOut)
+	assert.Contains(t, out, "offered 20/s (spikes of 5 every 0.25s)")
+	assert.Contains(t, out, "200: 10")
+	code, out, errOut = runCapture(t, context.Background(), "flood", "40", "--pattern", "poisson", "--seed", "7", "--seconds", "0.5", "--json")
+	require.Equal(t, exitPass, code, errOut)
+	var doc results.Document
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	require.Len(t, doc.Runs, 1)
+	require.NotNil(t, doc.Runs[0].Pattern)
+	require.NotNil(t, doc.Runs[0].Pattern.Seed)
+	assert.Equal(t, uint64(7), *doc.Runs[0].Pattern.Seed, "the seed is recorded")
+	assert.Equal(t, doc.Runs[0].Expected, doc.Runs[0].OK, "every arrival of the schedule succeeded")
+	code, out, _ = runCapture(t, context.Background(), "flood", "--help")
+	assert.Equal(t, exitPass, code)
+	assert.Contains(t, out, "-pattern")
+	assert.Contains(t, out, "one request every 10 µs")
+}
+
 func TestFloodJSON(t *testing.T) {
 	before := time.Now()
 	code, out, errOut := runCapture(t, context.Background(), "flood", "20", "--seconds", "0.5", "--json")
@@ -610,6 +645,15 @@ func TestMeasuringCommandsJSON(t *testing.T) {
 	require.NotNil(t, doc.Judge)
 	require.Len(t, doc.Judge.Strategies, 1)
 	assert.Equal(t, int64(20), doc.Judge.Strategies[0].Completed)
+	polite := doc.Judge.Strategies[0]
+
+	doc = decode(t, "judge", "20", "--strategy", "batch", "--solutions", "--json")
+	require.NotNil(t, doc.Judge)
+	require.Len(t, doc.Judge.Strategies, 1)
+	batch := doc.Judge.Strategies[0]
+	assert.Equal(t, "batch", batch.Name)
+	assert.Equal(t, int64(20), batch.Completed)
+	assert.InDelta(t, polite.CostUSD/2, batch.CostUSD, 1e-12, "the same 20 judgments at half price")
 }
 
 // grade counting --json prints one results document with the reference's

@@ -12,10 +12,12 @@ import (
 
 var cmdProvider = &command{
 	Name:      "provider",
-	UsageLine: "provider [--port 8080] [--rpm N] [--itpm N] [--otpm N] [--overload START+LENGTH,...] [--spend-limit N]",
+	UsageLine: "provider [--port 8080] [--rpm N] [--itpm N] [--otpm N] [--overload START+LENGTH,...] [--spend-limit N] [--batch-rps N] [--max-batch-requests N]",
 	Short:     "run the fake LLM API (Anthropic-shaped) until Ctrl-C",
 	Long: `Provider runs the fake Messages API of task 5 on 127.0.0.1: POST /v1/messages,
-POST /v1/messages/count_tokens and GET /stats, with per-key token buckets for
+POST /v1/messages/count_tokens, the Message Batches API
+(/v1/messages/batches: create, retrieve, list, cancel, results as JSONL) and
+GET /stats, with per-key token buckets for
 requests, input tokens and output tokens, the anthropic-ratelimit-* headers,
 retry-after and x-should-retry on 429, prompt caching (per block or top-level,
 5m or 1h), and Anthropic's error bodies. Limits are scaled so a job of
@@ -30,7 +32,12 @@ and option.WithAPIKey("any-key").
 windows it lists, counted from the start: 30s+5s is 5 s of overload 30 s in,
 a bare 5s the first 5 s. --spend-limit N answers the spend-limit 429
 (enforced_spend_limit_reached, x-should-retry: false) to every request of a
-key after its first N.`,
+key after its first N.
+
+Batches are processed one request after another per key, --batch-rps a
+second (100 by default), with at most --max-batch-requests in one batch
+(100,000, as the real API). /stats reports each key's cost at illustrative
+prices in US dollars (provider.DefaultPrices), batched tokens at half price.`,
 	Run: withFlags(providerFlags, runProvider),
 }
 
@@ -48,6 +55,8 @@ func providerFlags(fs *flag.FlagSet) *providerOptions {
 	fs.Float64Var(&o.cfg.OutputTokensPerMinute, "otpm", o.cfg.OutputTokensPerMinute, "output tokens per minute per key")
 	fs.Var((*episodesFlag)(&o.cfg.Overloaded), "overload", "529 overload `windows`, comma-separated START+LENGTH from the start (30s+5s), or LENGTH from 0 (5s)")
 	fs.IntVar(&o.cfg.SpendLimit, "spend-limit", 0, "requests a key may have admitted before every request gets the spend-limit 429 (0: no limit)")
+	fs.Float64Var(&o.cfg.BatchRequestsPerSecond, "batch-rps", o.cfg.BatchRequestsPerSecond, "batched requests processed a second per key")
+	fs.IntVar(&o.cfg.MaxBatchRequests, "max-batch-requests", o.cfg.MaxBatchRequests, "the most requests in one batch")
 	return &o
 }
 

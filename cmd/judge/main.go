@@ -1,7 +1,7 @@
 // Command judge replays the lesson's Problem against the fake Messages API:
 // N relevance judgments, each a prompt of about 3000 tokens that share a
 // long prefix, sent by one or more strategies (harness.Judge, which
-// describes them: naive, sleep1, polite, polite-cached, or all four). It
+// describes them: naive, sleep1, polite, polite-cached, batch, or all five). It
 // prints one JSON document (results.JudgeReport) on stdout. Every count a
 // check should rely on comes from the API's own /stats, per strategy: each
 // strategy uses its own API key, so its limits and counts are its own.
@@ -39,7 +39,7 @@ import (
 func main() {
 	url := flag.String("url", "", "base URL of a running fake API, such as http://127.0.0.1:8080 (loopback only)")
 	inProcess := flag.Bool("in-process", false, "start a fake API in this process, on 127.0.0.1:0")
-	strategy := flag.String("strategy", "all", "naive, sleep1, polite, polite-cached or all")
+	strategy := flag.String("strategy", "all", "naive, sleep1, polite, polite-cached, batch or all")
 	limit := flag.Duration("limit", 0, "the longest one strategy may run (default: max(20s, 2 × its theoretical minimum))")
 	w := harness.DefaultJudgeWorkload()
 	flag.IntVar(&w.N, "n", w.N, "relevance judgments per strategy")
@@ -55,6 +55,8 @@ func main() {
 	flag.DurationVar(&cfg.BaseLatency, "base-latency", cfg.BaseLatency, "in-process API: latency of every request")
 	flag.DurationVar(&cfg.PerTokenLatency, "per-token-latency", cfg.PerTokenLatency, "in-process API: latency per output token")
 	flag.IntVar(&cfg.SpendLimit, "spend-limit", 0, "in-process API: requests a key may have admitted (0: no limit)")
+	flag.Float64Var(&cfg.BatchRequestsPerSecond, "batch-rps", cfg.BatchRequestsPerSecond, "in-process API: batched requests processed a second")
+	flag.IntVar(&cfg.MaxBatchRequests, "max-batch-requests", cfg.MaxBatchRequests, "in-process API: the most requests in one batch")
 	overloadAt := flag.Duration("overload-at", 0, "in-process API: start of a 529 episode, from the start")
 	overloadFor := flag.Duration("overload-for", 0, "in-process API: length of that episode (0: none)")
 	flag.Parse()
