@@ -46,9 +46,92 @@ const (
 	task8CheckServerRetryAfter = "server: every 429's Retry-After is a wait the limiter can have, rounded up"
 )
 
+// task8CheckServerPlays judges the graded token bucket on the lesson's two
+// plays (harness.LessonPlays) over HTTP.
+const task8CheckServerPlays = "server: the token bucket admits the lesson's steady and spiky plays as its schedule replayed"
+
+// The bucket of the lesson's plays: refill task8PlayLimit tokens per
+// task8PlayWindow (4/s), burst task8PlayBurst (harness.PlayBucketRate and
+// PlayBucketBurst). Task 8's bucket takes its rate as a limit per window
+// and a burst of at most the limit: 40 per 10 s is the 4/s with room for
+// the burst of 10.
+const (
+	task8PlayLimit  = 40
+	task8PlayWindow = 10 * time.Second
+	task8PlayBurst  = 10
+)
+
+// task8PlayTolerance is how far from the schedule replayed against the
+// bucket (model.BucketAdmits) a correct bucket may land in one play: the
+// steady play's requests (every 1/6 s) meet the refill (every 1/4 s) at
+// exact instants every half second, where a bucket that keeps integer
+// nanoseconds and one that keeps floating-point tokens may decide a tie
+// differently; each such tie moves the count by at most one, and after it
+// the two agree again within a token. The spikes' 30 requests leave 10 µs
+// apart, far from any tie: 10 of each, exactly, either way.
+const task8PlayTolerance = 1
+
 // task8ServerPlanned lists the server checks.
 func task8ServerPlanned() []planned {
-	return []planned{{task8CheckServerBound, 1}, {task8CheckServerRetryAfter, 1}}
+	return []planned{{task8CheckServerBound, 1}, {task8CheckServerRetryAfter, 1}, {task8CheckServerPlays, 1}}
+}
+
+// task8PlayConfig is the server with the graded token bucket of the
+// lesson's plays in front of shedding.
+func task8PlayConfig() fakegpu.Config {
+	cfg := task8ServerConfig("bucket")
+	cfg.CountingLimit, cfg.CountingWindow = task8PlayLimit, task8PlayWindow
+	cfg.BucketRate, cfg.BucketBurst = float64(task8PlayLimit)/task8PlayWindow.Seconds(), task8PlayBurst
+	return cfg
+}
+
+// playTask8 floods the graded token bucket with each of the lesson's plays
+// and judges it against the schedule replayed.
+func playTask8(ctx context.Context, g *grading, bin string) error {
+	cfg := task8PlayConfig()
+	var plays []*results.BucketPlay
+	var scheduled []int64
+	var last *results.Run
+	for _, play := range harness.LessonPlays() {
+		got, err := g.floodChild(ctx, bin, cfg, harness.PlayOptions(play))
+		if err != nil {
+			return fmt.Errorf("the %s play: %w", play.Name, err)
+		}
+		p, err := harness.PlayResult(play, cfg.BucketRate, cfg.BucketBurst, got[0])
+		if err != nil {
+			return err
+		}
+		last = got[0]
+		plays, scheduled = append(plays, p), append(scheduled, got[0].Expected)
+		g.doc.BucketPlays = append(g.doc.BucketPlays, p)
+		g.logf("    play %s: sent %d, admitted %d (replayed %d), refused %d", p.Name, p.Sent, p.Admitted, p.Predicted, p.Refused)
+	}
+	checkTask8Plays(g, plays, scheduled, last)
+	return nil
+}
+
+// checkTask8Plays judges the plays: every request of the schedule
+// (scheduled, per play) reached the server, and the bucket admitted what
+// the schedule replayed against a bucket of the same refill and burst
+// admits, within task8PlayTolerance.
+func checkTask8Plays(g *grading, plays []*results.BucketPlay, scheduled []int64, run *results.Run) {
+	chk := results.Check{Name: task8CheckServerPlays, MaxScore: 1, Measured: map[string]float64{}, Expected: map[string]float64{}}
+	pass := len(plays) == len(harness.LessonPlays()) && len(scheduled) == len(plays)
+	var parts []string
+	for i, p := range plays {
+		ok := i < len(scheduled) && p.Sent == scheduled[i] && p.Sent > 0 && p.Admitted >= p.Predicted-task8PlayTolerance && p.Admitted <= p.Predicted+task8PlayTolerance
+		pass = pass && ok
+		mark := ""
+		if !ok {
+			mark = " (wrong)"
+		}
+		parts = append(parts, fmt.Sprintf("%s: %d of %d admitted, replayed %d%s", p.Name, p.Admitted, p.Sent, p.Predicted, mark))
+		chk.Measured[p.Name+"_admitted"], chk.Measured[p.Name+"_refused"] = float64(p.Admitted), float64(p.Refused)
+		chk.Expected[p.Name+"_admitted"] = float64(p.Predicted)
+	}
+	chk.Message = fmt.Sprintf("one client against the token bucket (%d per %s, burst %d) in front of shedding: steady at 6/s for 10 s, and spikes of 30 at once every 6 s for 12 s (5/s on average, barely over the refill); the server counted %s; want what the schedule replayed against a bucket of that refill and burst admits, within %d (a tie between a request and a refill may go either way)",
+		task8PlayLimit, task8PlayWindow, task8PlayBurst, strings.Join(parts, "; "), task8PlayTolerance)
+	g.checkExact(chk, pass, run)
 }
 
 // task8Server is one limiter of the server floods: its name in
@@ -110,7 +193,7 @@ func floodTask8Server(ctx context.Context, g *grading, bin string, c *results.Co
 		c.Server = append(c.Server, serverRecord(x.counting, x.limiter, run))
 	}
 	checkTask8Server(g, c.Server, runs)
-	return nil
+	return playTask8(ctx, g, bin)
 }
 
 // serverRecord is what the server counted of run, with each client's bound.

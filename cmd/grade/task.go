@@ -358,6 +358,7 @@ func merge(into, d *results.Document, id string) *results.Document {
 	into.Storms = append(into.Storms, d.Storms...)
 	into.Scenarios = append(into.Scenarios, d.Scenarios...)
 	into.Counting = append(into.Counting, d.Counting...)
+	into.BucketPlays = append(into.BucketPlays, d.BucketPlays...)
 	if d.Judge != nil {
 		into.Judge = d.Judge
 	}
