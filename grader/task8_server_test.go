@@ -103,3 +103,55 @@ func TestTask8ServerBound(t *testing.T) {
 		assert.Equal(t, tt.want, got, "serverBound(%q, %v)", tt.counting, tt.span)
 	}
 }
+
+// The plays check passes the reference's figures and a bucket that decides
+// one tie the other way, and fails a bucket that hoards tokens past its
+// burst, one that refills too fast, and a play that lost requests.
+func TestTask8PlayCheck(t *testing.T) {
+	reference := func() ([]*results.BucketPlay, []int64) {
+		return []*results.BucketPlay{
+			{Name: "steady", Sent: 60, Admitted: 49, Refused: 11, Predicted: 49},
+			{Name: "spikes", Sent: 60, Admitted: 20, Refused: 40, Predicted: 20},
+		}, []int64{60, 60}
+	}
+	for _, tt := range []struct {
+		name  string
+		wrong func(p []*results.BucketPlay, scheduled []int64) []*results.BucketPlay
+		pass  bool
+	}{
+		{"the reference", func(p []*results.BucketPlay, _ []int64) []*results.BucketPlay { return p }, true},
+		{"a tie decided the other way", func(p []*results.BucketPlay, _ []int64) []*results.BucketPlay {
+			p[0].Admitted, p[0].Refused = 50, 10
+			return p
+		}, true},
+		// wrong/task8/bucket-no-cap: 24 tokens saved up over 6 s let the
+		// second spike through in full.
+		{"a bucket over its burst", func(p []*results.BucketPlay, _ []int64) []*results.BucketPlay {
+			p[1].Admitted, p[1].Refused = 34, 26
+			return p
+		}, false},
+		// wrong/task8/bucket-rate-per-second: refilling 40 a second
+		// admits every steady request.
+		{"a bucket refilling too fast", func(p []*results.BucketPlay, _ []int64) []*results.BucketPlay {
+			p[0].Admitted, p[0].Refused = 60, 0
+			return p
+		}, false},
+		{"a play that lost requests", func(p []*results.BucketPlay, scheduled []int64) []*results.BucketPlay {
+			p[1].Sent, p[1].Refused = 50, 30
+			return p
+		}, false},
+		{"a play not run", func(p []*results.BucketPlay, _ []int64) []*results.BucketPlay { return p[:1] }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			plays, scheduled := reference()
+			plays = tt.wrong(plays, scheduled)
+			run := &results.Run{Name: "play spikes", Reliable: true}
+			chk := judged(t, 8, task8CheckServerPlays, func(g *grading) { checkTask8Plays(g, plays, scheduled[:len(plays)], run) })
+			want := results.StatusFail
+			if tt.pass {
+				want = results.StatusPass
+			}
+			assert.Equal(t, want, chk.Status, chk.Message)
+		})
+	}
+}

@@ -163,6 +163,16 @@ func TestWriteHTMLCounting(t *testing.T) {
 	}}
 	_, page = writtenPage(t, doc, "task8.html")
 	assertContainsAll(t, "task8.html", page, "In front of the server", "10 per 2000 ms, burst 2", "51 (51)", "1 × 20/s for 10 s")
+	assert.NotContains(t, page, "averages hide spikes", "a document without the plays has no table of them")
+
+	// With the lesson's token-bucket plays (optional too).
+	doc.BucketPlays = []*results.BucketPlay{
+		{Name: "steady", OfferedRPS: 6, DurationS: 10, BucketRate: 4, BucketBurst: 10, Sent: 60, Admitted: 49, Refused: 11, Predicted: 49, Bound: 49.33},
+		{Name: "spikes", Pattern: &results.Pattern{Kind: "spikes", Spike: 30, EveryS: 6}, OfferedRPS: 5, DurationS: 12, BucketRate: 4, BucketBurst: 10,
+			Sent: 60, Admitted: 20, Refused: 40, Predicted: 20, Bound: 34},
+	}
+	_, page = writtenPage(t, doc, "task8.html")
+	assertContainsAll(t, "task8.html", page, "averages hide spikes", "30 at once every 6 s for 12 s (5/s on average)", "4/s, burst 10", "6/s for 10 s")
 }
 
 // Task 5's page draws the judge's strategies; task 6's the workers' counts.

@@ -63,6 +63,9 @@ func buildTask8(s *site, _ []*results.Run) []block {
 	if len(c.Server) > 0 {
 		blocks = append(blocks, serverTableBlock("t8_server", c.Server))
 	}
+	if len(s.doc.BucketPlays) > 0 {
+		blocks = append(blocks, playsBlock("t8_plays", s.doc.BucketPlays))
+	}
 	blocks = append(blocks, whichOneBlock("t8_which", c))
 	if len(c.Warnings) > 0 {
 		t := &table{Class: "runs", Head: []string{"warning"}}
@@ -176,6 +179,32 @@ func serverTableBlock(id string, ss []results.CountingServer) block {
 		Text: "Each limiter stood in front of the fake GPU's shedding, keyed by X-Client-Id, and several clients flooded it well over their limit. " +
 			"The figures are the server's own: what it admitted to each client against the most that limiter allows over the client's span (a fixed window and a counter count per aligned window, the log over any window, the bucket its burst plus its rate), " +
 			"and its judgement of every 429's Retry-After against the wait that limiter could truly report."}
+}
+
+// playsBlock lists the lesson's token-bucket plays on the server: what
+// the bucket admitted of each client's arrivals, as the server counted,
+// beside the schedule replayed against a bucket of the same refill and
+// burst.
+func playsBlock(id string, ps []*results.BucketPlay) block {
+	t := &table{Class: "runs", Head: []string{"play", "arrivals", "bucket", "sent", "admitted", "refused", "replayed", "most any bucket admits"}}
+	for _, p := range ps {
+		arrivals := fmt.Sprintf("%g/s for %.0f s", p.OfferedRPS, p.DurationS)
+		if p.Pattern != nil && p.Pattern.Kind == "spikes" {
+			arrivals = fmt.Sprintf("%d at once every %g s for %.0f s (%g/s on average)", p.Pattern.Spike, p.Pattern.EveryS, p.DurationS, p.OfferedRPS)
+		}
+		adm := numCell(strconv.FormatInt(p.Admitted, 10))
+		if d := p.Admitted - p.Predicted; d > 1 || d < -1 {
+			adm.Class += " warn"
+		}
+		t.Rows = append(t.Rows, []cell{{Text: p.Name, Class: "name"}, {Text: arrivals},
+			numCell(fmt.Sprintf("%g/s, burst %g", p.BucketRate, p.BucketBurst)),
+			numCell(strconv.FormatInt(p.Sent, 10)), adm, numCell(strconv.FormatInt(p.Refused, 10)),
+			numCell(strconv.FormatInt(p.Predicted, 10)), numCell(fmt.Sprintf("%.1f", p.Bound))})
+	}
+	return block{ID: id, Heading: "The token bucket's play: averages hide spikes", Table: t,
+		Text: "One client against the token bucket in front of the server. Steady arrivals a little over the refill are admitted at the refill once the burst is spent; " +
+			"spikes whose average barely exceeds the refill lose two thirds of every spike, because the bucket holds only its burst and refills almost nothing within a spike. " +
+			"\"Replayed\" is the same arrivals fed to a bucket of that refill and burst; the last column is burst + refill × the time from the first request to the last."}
 }
 
 // memoryBlock draws bytes per client against the limit, one line per
