@@ -122,16 +122,9 @@ func waitBatch(ctx context.Context, hc *http.Client, url, key, id string) error 
 // readBatchResults reads batch id's results into t: a succeeded result
 // is a judgment done, any other a failure named by its type.
 func readBatchResults(ctx context.Context, hc *http.Client, url, key, id string, t *judgeTally, start time.Time) error {
-	req, err := batchRequest(ctx, http.MethodGet, url+"/v1/messages/batches/"+id+"/results", key, nil)
+	resp, err := batchDo(ctx, hc, http.MethodGet, url+"/v1/messages/batches/"+id+"/results", key, nil)
 	if err != nil {
 		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return provider.ReadError(resp)
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -174,19 +167,30 @@ func batchRequest(ctx context.Context, method, u, key string, body []byte) (*htt
 	return req, nil
 }
 
-// batchCall sends one request of the Batches API and decodes a 200's body
-// into out; another status is an *provider.APIError.
-func batchCall(ctx context.Context, hc *http.Client, method, u, key string, body []byte, out any) error {
+// batchDo sends one request of the Batches API and returns a 200's
+// response, whose body the caller closes; another status is an
+// *provider.APIError.
+func batchDo(ctx context.Context, hc *http.Client, method, u, key string, body []byte) (*http.Response, error) {
 	req, err := batchRequest(ctx, method, u, key, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return provider.ReadError(resp)
+		return nil, provider.ReadError(resp)
+	}
+	return resp, nil
+}
+
+// batchCall sends one request of the Batches API and decodes a 200's body
+// into out; another status is an *provider.APIError.
+func batchCall(ctx context.Context, hc *http.Client, method, u, key string, body []byte, out any) error {
+	resp, err := batchDo(ctx, hc, method, u, key, body)
+	if err != nil {
+		return err
 	}
 	defer resp.Body.Close()
 	return json.NewDecoder(resp.Body).Decode(out)
