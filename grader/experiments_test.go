@@ -42,8 +42,8 @@ import (
 // way on both sides, see model.SendTime), and within one row of 8 slots of
 // the closed form (which ignores that slots free up in rows of 8).
 //
-// Under RATELAB_CORPUS=all (CI) every point; otherwise one duration drawn
-// from the test's seed and the two ends. Run with -v to print the table
+// Under RATELAB_CORPUS=all (CI's corpus step) every point; otherwise one
+// duration drawn from the test's seed. Run with -v to print the table
 // (docs/EXPERIMENTS.md holds a recorded one).
 func TestCollapseCurveInVirtualTime(t *testing.T) {
 	if testing.Short() {
@@ -55,8 +55,7 @@ func TestCollapseCurveInVirtualTime(t *testing.T) {
 	}
 	if os.Getenv(corpusEnv) != "all" {
 		rng := suitekit.Rand(t)
-		mid := durations[1+rng.IntN(len(durations)-2)]
-		durations = []time.Duration{durations[0], mid, durations[len(durations)-1]}
+		durations = []time.Duration{durations[rng.IntN(len(durations))]}
 	}
 	cfg := fakegpu.DefaultConfig()
 	// Each point: the offered rate and the client's timeout. A longer
@@ -106,8 +105,8 @@ func TestCollapseCurveInVirtualTime(t *testing.T) {
 // 8 (about four standard errors either way). The 95th percentile of 40 is
 // their 38th value, a far noisier estimate: within 10 %. Attempts vary far
 // less (2,394 to 2,432 over 40 storms) and take the same bands. No storm
-// may lose a client. Under RATELAB_CORPUS=all (CI) 40 storms, otherwise 8
-// (and only the medians are judged).
+// may lose a client. Under RATELAB_CORPUS=all (CI's corpus step) 40
+// storms, otherwise 8 (and only the medians are judged).
 func TestStormsOverManyRunsInVirtualTime(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the storm's session and runs storms of 400 clients")
@@ -291,8 +290,9 @@ func measureWaitingMemory(t *testing.T, n int) waitingMemory {
 // per-request figure must be the same at every n within 10 % (memory grows
 // linearly with the line: nothing is shared between waiting requests) and
 // above 2 KiB (a goroutine's smallest stack: a figure below it would mean
-// the control ate the server's share). Under RATELAB_CORPUS=all (CI)
-// 20,000, 40,000 and 80,000 waiting; otherwise 10,000 and 20,000.
+// the control ate the server's share). Under RATELAB_CORPUS=all (CI's
+// corpus step) 20,000, 40,000 and 80,000 waiting; otherwise 5,000 and
+// 10,000.
 // RATELAB_WAITING=N measures N alone: 600000 for the lesson's minute holds
 // about 15 GiB live (12 GiB of it the server's) and took 6.5 minutes on 2
 // cores; run it with GOMEMLIMIT=19GiB on a 24 GiB machine.
@@ -301,7 +301,7 @@ func TestMemoryPerWaitingRequest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("holds tens of thousands of requests in one process")
 	}
-	sizes := []int{10_000, 20_000}
+	sizes := []int{5_000, 10_000}
 	if os.Getenv(corpusEnv) == "all" {
 		sizes = []int{20_000, 40_000, 80_000}
 	}
