@@ -100,11 +100,16 @@ type watchedLimiter struct {
 }
 
 func (l watchedLimiter) TryTake(key string, n float64) (bool, time.Duration) {
+	cfg := l.job.s.cfg
+	logging := cfg.Counting == "log"
+	if logging {
+		l.job.s.grants.begin(key)
+	}
 	asked := time.Now()
 	ok, wait := l.lim.TryTake(key, n)
 	at := time.Now()
-	if cfg := l.job.s.cfg; ok && n == 1 && cfg.Counting == "log" {
-		l.job.s.grants.add(key, asked, at, cfg.CountingLimit)
+	if logging {
+		l.job.s.grants.end(key, ok && n == 1, asked, at, cfg.CountingLimit)
 	}
 	l.job.noteTake(key, n, ok, wait, asked, at)
 	return ok, wait
@@ -114,16 +119,48 @@ func (l watchedLimiter) TryTake(key string, n float64) (bool, time.Duration) {
 // the limiter granted each key's last 2 × CountingLimit requests, as the
 // server saw them: the limiter read its clock between asked and at. It
 // tracks at most ClientCapacity keys; others are not judged.
+//
+// A grant is recorded only once its call has returned, so a refusal of
+// the same key judged meanwhile could miss it: begin and end count each
+// key's calls still in progress, and a refusal is not judged while any is.
 type grantLog struct {
-	mu   sync.Mutex
-	keys map[string][]grantSpan
+	mu      sync.Mutex
+	keys    map[string][]grantSpan
+	pending map[string]int // calls of each key begun and not yet ended
 }
 
 type grantSpan struct{ asked, at time.Time }
 
+// begin notes that a call of key's is about to ask the limiter.
+func (g *grantLog) begin(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pending == nil {
+		g.pending = map[string]int{}
+	}
+	g.pending[key]++
+}
+
+// end notes that the call begun for key has returned, and records its
+// grant if granted.
+func (g *grantLog) end(key string, granted bool, asked, at time.Time, limit int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pending[key]--; g.pending[key] <= 0 {
+		delete(g.pending, key)
+	}
+	if granted {
+		g.addLocked(key, asked, at, limit)
+	}
+}
+
 func (g *grantLog) add(key string, asked, at time.Time, limit int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.addLocked(key, asked, at, limit)
+}
+
+func (g *grantLog) addLocked(key string, asked, at time.Time, limit int) {
 	if g.keys == nil {
 		g.keys = map[string][]grantSpan{}
 	}
@@ -151,6 +188,10 @@ func (g *grantLog) add(key string, asked, at time.Time, limit int) {
 // tracked), nothing is judged.
 func (g *grantLog) logWait(cfg Config, key string, wait time.Duration, asked, at time.Time) string {
 	g.mu.Lock()
+	if g.pending[key] > 0 {
+		g.mu.Unlock()
+		return "" // a grant of this key may be decided and not yet recorded
+	}
 	all := g.keys[key]
 	var h []grantSpan // the grants decided before this refusal was
 	for _, s := range all {
@@ -250,8 +291,11 @@ func dishonestWait(cfg Config, n float64, wait time.Duration) string {
 //
 //   - a fixed window: exactly until the next window boundary (windows
 //     aligned on the Unix epoch), for an instant between asked and at;
-//   - a sliding log or counter: at most one window (the oldest request
-//     the log holds, or the previous window's weight, is gone by then);
+//   - a sliding log: at most one window (the oldest request it holds is
+//     gone by then);
+//   - a sliding counter: at most until the next window starts plus
+//     window/limit (a full window's weight, one window on, has fallen by
+//     one request by then);
 //   - a token bucket: at most one token's time, window/limit.
 //
 // A microsecond of slack (waitSlack) on each side allows for rounding.
@@ -277,9 +321,18 @@ func dishonestWindowWait(cfg Config, wait time.Duration, asked, at time.Time) st
 		if wait < lo || wait > hi {
 			return fmt.Sprintf("the fixed window said %v, but the next window of %v starts in %v", wait, w, toNext(at).Round(time.Microsecond))
 		}
-	case "log", "counter":
+	case "log":
 		if wait > w+waitSlack {
-			return fmt.Sprintf("the %s limiter said %v, more than its window of %v, after which nothing it counted is in view", cfg.Counting, wait, w)
+			return fmt.Sprintf("the sliding log said %v, more than its window of %v, after which nothing it counted is in view", wait, w)
+		}
+	case "counter":
+		// Longest when this window is full: until it ends, then until the
+		// previous window's weight (the full one) has fallen by one
+		// request, window/limit into the next.
+		toNext := func(t time.Time) time.Duration { n := t.UnixNano(); return time.Duration(int64(w) - n%int64(w)) }
+		most := toNext(asked) + time.Duration(math.Ceil(float64(w)/float64(cfg.CountingLimit))) + waitSlack
+		if wait > most {
+			return fmt.Sprintf("the sliding counter said %v, but even a full window lets a request in by %v (the next window's start, then %v for the full window's weight to fall by one)", wait, (most - waitSlack).Round(time.Microsecond), w/time.Duration(cfg.CountingLimit))
 		}
 	case "bucket":
 		most := time.Duration(math.Ceil(float64(w)/float64(cfg.CountingLimit))) + waitSlack

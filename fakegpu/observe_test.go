@@ -313,7 +313,8 @@ func TestOtherKeysAndExtraTokens(t *testing.T) {
 
 // The waits task 8's limiters may report on a refusal (Config.Counting):
 // a fixed window's exactly until the next epoch-aligned boundary, a log's
-// or a counter's within one window, a bucket's within one token.
+// within one window, a counter's within the next window's start plus
+// window/limit, a bucket's within one token.
 func TestDishonestWindowWait(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Mode, cfg.CountingLimit, cfg.CountingWindow = ModeBucket, 10, 2*time.Second
@@ -333,6 +334,11 @@ func TestDishonestWindowWait(t *testing.T) {
 		{"log", 2*time.Second + 2*time.Microsecond, false},
 		{"counter", time.Nanosecond, true},
 		{"counter", -time.Second, false},
+		// A window full 0.5 s in: 1.5 s to the next, then 0.2 s for the
+		// full window's weight to fall by one request.
+		{"counter", 1700 * time.Millisecond, true},
+		{"counter", 1700*time.Millisecond + 4*time.Microsecond, true}, // read at asked
+		{"counter", 1800 * time.Millisecond, false},
 		{"bucket", 200 * time.Millisecond, true},
 		{"bucket", time.Second, false},
 		{"", time.Hour, true}, // task 3's bucket: dishonestWait's business
@@ -369,4 +375,17 @@ func TestGrantLogWait(t *testing.T) {
 	assert.NotEmpty(t, g.logWait(cfg, "a", 1700*time.Millisecond, now, now), "the grant at 900 ms came after")
 	g.add("a", now, now, cfg.CountingLimit) // decided at the same instant: either order
 	assert.Empty(t, g.logWait(cfg, "a", time.Hour, now, now), "a grant decided while the refusal was: not judged")
+
+	// A call of the key still in progress may hold a grant decided before
+	// this refusal and not yet recorded: nothing is judged until it ends.
+	var p grantLog
+	for _, ms := range []int{100, 200, 300} {
+		at := t0.Add(time.Duration(ms) * time.Millisecond)
+		p.add("a", at, at, cfg.CountingLimit)
+	}
+	p.begin("a")
+	assert.Empty(t, p.logWait(cfg, "a", 1800*time.Millisecond, now, now), "a call of the key in progress: not judged")
+	p.end("a", false, now, now, cfg.CountingLimit)
+	assert.NotEmpty(t, p.logWait(cfg, "a", 1800*time.Millisecond, now, now), "judged again once it ended")
+	assert.Empty(t, p.pending, "ended calls leave nothing behind")
 }

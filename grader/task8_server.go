@@ -290,8 +290,8 @@ func checkTask8Server(g *grading, recs []results.CountingServer, runs []*results
 			}
 		}
 	}
-	chk.Message = fmt.Sprintf("the server judged every 429 as it went out: %s. Want each with one Retry-After of whole seconds, at least 1, equal to the limiter's wait for that request rounded up, and that wait one the limiter can truly have: a fixed window's exactly until the next boundary (a client retrying then finds a fresh window), a log's exactly until the oldest of the client's %d latest admissions, as the server saw them, stops counting (a client retrying then is admitted), a counter's more than 0 and at most a window (%.0f s), a bucket's at most one token (%.1f s); 1 µs of slack for the clock readings, no other tolerance, since a client told less comes back too soon and one told more waits for nothing",
-		strings.Join(parts, ", "), task8ServerLimit, task8ServerWindow.Seconds(), task8ServerWindow.Seconds()/task8ServerLimit)
+	chk.Message = fmt.Sprintf("the server judged every 429 as it went out: %s. Want each with one Retry-After of whole seconds, at least 1, equal to the limiter's wait for that request rounded up, and that wait one the limiter can truly have: a fixed window's exactly until the next boundary (a client retrying then finds a fresh window), a log's exactly until the oldest of the client's %d latest admissions, as the server saw them, stops counting (a client retrying then is admitted), a counter's more than 0 and no later than the next window's start plus %.1f s (a full window's weight falling by one request), a bucket's at most one token (%.1f s); 1 µs of slack for the clock readings, no other tolerance, since a client told less comes back too soon and one told more waits for nothing",
+		strings.Join(parts, ", "), task8ServerLimit, task8ServerWindow.Seconds()/task8ServerLimit, task8ServerWindow.Seconds()/task8ServerLimit)
 	if len(bad) > 0 {
 		chk.Message += ". Wrong: " + strings.Join(bad, "; ")
 	}
