@@ -88,16 +88,23 @@ func judgeBatches(ctx context.Context, hc *http.Client, url, key string, limits 
 		i += n
 	}
 
+	// rest counts the judgments of batch j and every later one, less done.
+	rest := func(j, done int) int {
+		n := -done
+		for _, size := range sizes[j:] {
+			n += size
+		}
+		return n
+	}
 	for j, id := range ids {
 		if err := waitBatch(ctx, hc, url, key, id); err != nil {
-			var rest int
-			for _, n := range sizes[j:] {
-				rest += n
-			}
-			return fail(err, rest)
+			return fail(err, rest(j, 0))
 		}
-		if err := readBatchResults(ctx, hc, url, key, id, t, start); err != nil {
-			return t, time.Since(start)
+		read, err := readBatchResults(ctx, hc, url, key, id, t, start)
+		if err != nil {
+			// The results not read, of this batch and the later ones, are
+			// failures with the reason, not judgments that never happened.
+			return fail(fmt.Errorf("read the results of batch %s: %w", id, err), max(rest(j, read), 0))
 		}
 	}
 	return t, time.Since(start)
@@ -120,20 +127,23 @@ func waitBatch(ctx context.Context, hc *http.Client, url, key, id string) error 
 }
 
 // readBatchResults reads batch id's results into t: a succeeded result
-// is a judgment done, any other a failure named by its type.
-func readBatchResults(ctx context.Context, hc *http.Client, url, key, id string, t *judgeTally, start time.Time) error {
+// is a judgment done, any other a failure named by its type. It returns
+// how many results it recorded, also when it stopped at an error.
+func readBatchResults(ctx context.Context, hc *http.Client, url, key, id string, t *judgeTally, start time.Time) (int, error) {
 	resp, err := batchDo(ctx, hc, http.MethodGet, url+"/v1/messages/batches/"+id+"/results", key, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 16<<20)
+	read := 0
 	for sc.Scan() {
 		var line provider.BatchResponse
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			return err
+			return read, err
 		}
+		read++
 		switch line.Result.Type {
 		case provider.BatchSucceeded:
 			t.record(ctx, nil, time.Since(start))
@@ -147,7 +157,7 @@ func readBatchResults(ctx context.Context, hc *http.Client, url, key, id string,
 			t.record(ctx, errors.New(line.Result.Type), time.Since(start))
 		}
 	}
-	return sc.Err()
+	return read, sc.Err()
 }
 
 func batchRequest(ctx context.Context, method, u, key string, body []byte) (*http.Request, error) {
