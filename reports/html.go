@@ -202,6 +202,20 @@ func compareTasks(a, b string) int {
 // describeServer says in a few words how a server protects itself, from
 // its recorded settings; for a server of an old document, which recorded
 // only a description, that description; "" when there is none.
+// countingName is how a report names task 8's limiter of a
+// fakegpu.Config.Counting.
+func countingName(counting string) string {
+	switch counting {
+	case "fixed":
+		return "fixed window"
+	case "log":
+		return "sliding log"
+	case "counter":
+		return "sliding counter"
+	}
+	return counting
+}
+
 func describeServer(srv *results.Server) string {
 	if srv == nil {
 		return ""
@@ -220,7 +234,12 @@ func describeServer(srv *results.Server) string {
 			d = "deadline " + cfg.Deadline.String()
 		}
 		s = fmt.Sprintf("line %d, %s", cfg.MaxWaiting, d)
-		if cfg.Mode.Limited() {
+		switch {
+		case cfg.Counting == "bucket":
+			s = fmt.Sprintf("token bucket %d per %s burst %g, %s", cfg.CountingLimit, cfg.CountingWindow, cfg.BucketBurst, s)
+		case cfg.Counting != "":
+			s = fmt.Sprintf("%s %d per %s, %s", countingName(cfg.Counting), cfg.CountingLimit, cfg.CountingWindow, s)
+		case cfg.Mode.Limited():
 			s = fmt.Sprintf("bucket %g/s burst %g, %s", cfg.BucketRate, cfg.BucketBurst, s)
 		}
 		if cfg.Mode == fakegpu.ModeRedis {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -340,6 +341,13 @@ func TestDescribeServer(t *testing.T) {
 		{server(func(c *fakegpu.Config) { c.Mode, c.SpreadRetryAfter = fakegpu.ModeShed, true }), "line 16, deadline 800ms, Retry-After spread"},
 		{server(func(c *fakegpu.Config) { c.Mode, c.BucketRate, c.BucketBurst = fakegpu.ModeBucket, 35, 5 }), "bucket 35/s burst 5, line 16, deadline 800ms"},
 		{workers, "4 workers, Redis bucket 70/s burst 20, line 16, deadline 800ms"},
+		// Task 8's limiters in front of shedding.
+		{server(func(c *fakegpu.Config) {
+			c.Mode, c.Counting, c.CountingLimit, c.CountingWindow = fakegpu.ModeBucket, "log", 10, 2*time.Second
+		}), "sliding log 10 per 2s, line 16, deadline 800ms"},
+		{server(func(c *fakegpu.Config) {
+			c.Mode, c.Counting, c.CountingLimit, c.CountingWindow, c.BucketRate, c.BucketBurst = fakegpu.ModeBucket, "bucket", 40, 10*time.Second, 4, 10
+		}), "token bucket 40 per 10s burst 10, line 16, deadline 800ms"},
 		// An old document's server is its description, as it came.
 		{&results.Server{Description: "--mode shed --max-waiting 2000"}, "--mode shed --max-waiting 2000"},
 	} {
