@@ -42,8 +42,8 @@ const (
 	// most batches ending within the hour.)
 	DefaultBatchRequestsPerSecond = 100
 	// DefaultMaxBatchRequests is the most requests one batch may hold: the
-	// real API's 100,000 (its other per-batch limit, 256 MB, is this fake's
-	// 8 MB body limit).
+	// real API's 100,000 (its other per-batch limit, 256 MB, is the fake's
+	// limit on a batch's body too).
 	DefaultMaxBatchRequests = 100_000
 	// DefaultMaxBatchQueue is the most batched requests one key may have
 	// waiting or being processed: 100,000, the real API's value for its
