@@ -70,10 +70,15 @@ func CompareClocks(virtual, wall *results.Document) (figures []ClockFigure, unma
 			continue
 		}
 		band := math.Max(countBandMin, countBandShare*float64(v.OK))
+		why := fmt.Sprintf("±%.3g (±%g%% or ±%d, whichever is wider: timers start at send, counts are integers)", band, 100*countBandShare, countBandMin)
+		if phase := epochPhaseBand(v); phase > band {
+			band = phase
+			why = fmt.Sprintf("±%.3g (one window's limit per client: the %s's windows are aligned on the Unix epoch, and where the flood starts among them differs between any two runs)", band, v.Server.Counting)
+		}
 		figures = append(figures, ClockFigure{
 			Task: v.Task, Name: v.Name, Figure: "successes",
 			Virtual: float64(v.OK), Wall: float64(w.OK), Low: float64(v.OK) - band, High: float64(v.OK) + band,
-			Why: fmt.Sprintf("±%.3g (±%g%% or ±%d, whichever is wider: timers start at send, counts are integers)", band, 100*countBandShare, countBandMin),
+			Why: why,
 		})
 	}
 	wallStorms := map[string]*results.Storm{}
@@ -111,4 +116,17 @@ func CompareClocks(virtual, wall *results.Document) (figures []ClockFigure, unma
 	}
 	sort.Strings(unmatched)
 	return figures, unmatched
+}
+
+// epochPhaseBand is how far run's successes may move with where its flood
+// starts among windows aligned on the Unix epoch: task 8's fixed window and
+// sliding counter (results.Server.Counting) let each client have one
+// window's limit more or less depending on how many boundaries its span
+// crosses; 0 for any other server.
+func epochPhaseBand(run *results.Run) float64 {
+	if run.Server == nil || (run.Server.Counting != "fixed" && run.Server.Counting != "counter") {
+		return 0
+	}
+	clients := max(run.Clients, 1)
+	return float64(clients) * float64(run.Server.CountingLimit)
 }

@@ -55,3 +55,28 @@ func TestCompareClocks(t *testing.T) {
 	}
 	assert.Equal(t, []string{"120/s: successes", "storm 400, no jitter: seconds to the last completion", "storm 400, full jitter: attempts"}, outside)
 }
+
+// Task 8's fixed window and sliding counter count per window aligned on the
+// Unix epoch, so their successes move by up to one window's limit per
+// client with where the flood starts; the log's and the bucket's do not.
+// (CI measured the reference's fixed window at 4 × 50 in virtual time and
+// 4 × 60 on the wall clock.)
+func TestCompareClocksEpochWindows(t *testing.T) {
+	server := func(counting string) *results.Run {
+		return &results.Run{Task: "task8", Name: "server, " + counting, Clients: 4,
+			Server: &results.Server{Counting: counting, CountingLimit: 10, CountingWindowMS: 2000}}
+	}
+	var virtual, wall results.Document
+	for _, c := range []string{"fixed", "counter", "log", "bucket"} {
+		v, w := server(c), server(c)
+		v.Clock, v.OK, w.OK = results.ClockVirtual, 200, 240
+		virtual.Runs, wall.Runs = append(virtual.Runs, v), append(wall.Runs, w)
+	}
+	figures, _ := CompareClocks(&virtual, &wall)
+	require.Len(t, figures, 4)
+	within := map[string]bool{}
+	for _, f := range figures {
+		within[f.Name] = f.Within()
+	}
+	assert.Equal(t, map[string]bool{"server, fixed": true, "server, counter": true, "server, log": false, "server, bucket": false}, within)
+}
