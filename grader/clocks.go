@@ -73,7 +73,8 @@ func CompareClocks(virtual, wall *results.Document) (figures []ClockFigure, unma
 		why := fmt.Sprintf("±%.3g (±%g%% or ±%d, whichever is wider: timers start at send, counts are integers)", band, 100*countBandShare, countBandMin)
 		if phase := epochPhaseBand(v); phase > band {
 			band = phase
-			why = fmt.Sprintf("±%.3g (one window's limit per client: the %s's windows are aligned on the Unix epoch, and where the flood starts among them differs between any two runs)", band, v.Server.Counting)
+			name := map[string]string{"fixed": "fixed window", "counter": "sliding counter"}[v.Server.Counting]
+			why = fmt.Sprintf("±%.3g (one window's limit per client: the %s's windows are aligned on the Unix epoch, and where the flood starts among them differs between any two runs)", band, name)
 		}
 		figures = append(figures, ClockFigure{
 			Task: v.Task, Name: v.Name, Figure: "successes",
