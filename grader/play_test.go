@@ -2,9 +2,7 @@ package grader
 
 import (
 	"context"
-	"net/http"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -12,32 +10,30 @@ import (
 
 	"ratelab/fakegpu"
 	"ratelab/harness"
-	"ratelab/internal/vnet"
-	"ratelab/internal/vsession"
 	"ratelab/results"
 	"ratelab/solutions/bucket"
 	"ratelab/solutions/shedding"
 )
 
-// virtualServe serves fresh fake GPUs with the reference's admission and
-// limiter on n, inside the caller's synctest bubble.
-func virtualServe(n *vnet.Network) harness.ServeFunc {
-	return func(_ context.Context, cfg fakegpu.Config) (harness.Served, error) {
-		srv, err := fakegpu.New(cfg, fakegpu.WithSettle(vsession.Settle()),
-			fakegpu.WithAdmission(fakegpu.AdmissionFunc(shedding.Admit)),
-			fakegpu.WithLimiter(bucket.NewKeyedLimiter(cfg.BucketRate, cfg.BucketBurst)))
-		if err != nil {
-			return harness.Served{}, err
-		}
-		l, err := n.Listen("127.0.0.1:8000")
-		if err != nil {
-			return harness.Served{}, err
-		}
-		hs := &http.Server{Handler: srv}
-		go hs.Serve(l)
-		return harness.Served{URL: "http://127.0.0.1:8000", Stats: harness.ServerStats(srv), Dial: n.DialContext,
-			Close: func() { srv.Close(); hs.Close() }}, nil
-	}
+// playConfig is the fake GPU of the lesson's plays: the default server in
+// mode bucket with a bucket of harness.PlayBucketRate and PlayBucketBurst.
+func playConfig() fakegpu.Config {
+	cfg := fakegpu.DefaultConfig()
+	cfg.Mode = fakegpu.ModeBucket
+	cfg.BucketRate, cfg.BucketBurst = harness.PlayBucketRate, harness.PlayBucketBurst
+	return cfg
+}
+
+// playVirtual floods play, as the grader does (harness.PlayOptions and
+// PlayResult), at the reference's bucket in front of its shedding, in
+// virtual time.
+func playVirtual(t *testing.T, play harness.Play) (*results.BucketPlay, *results.Run) {
+	t.Helper()
+	cfg := playConfig()
+	run := virtualFloodWith(t, cfg, harness.PlayOptions(play))
+	p, err := harness.PlayResult(play, cfg.BucketRate, cfg.BucketBurst, run)
+	require.NoError(t, err)
+	return p, run
 }
 
 // The lesson's token-bucket play through the real HTTP path, in virtual
@@ -48,10 +44,8 @@ func virtualServe(n *vnet.Network) harness.ServeFunc {
 func TestLessonBucketPlays(t *testing.T) {
 	plays := map[string]*results.BucketPlay{}
 	for _, play := range harness.LessonPlays() {
-		synctest.Test(t, func(t *testing.T) {
-			var n vnet.Network
-			p, run, err := harness.PlayBucket(context.Background(), play, harness.PlayConfig(), virtualServe(&n))
-			require.NoError(t, err)
+		t.Run(play.Name, func(t *testing.T) {
+			p, run := playVirtual(t, play)
 			require.True(t, run.Reliable, "%s: %v", play.Name, run.Warnings)
 			p.Clock = results.ClockVirtual
 			plays[play.Name] = p
@@ -91,9 +85,18 @@ func TestLessonSpikePlayOnLoopback(t *testing.T) {
 	if testing.Short() {
 		t.Skip("floods for 12 s")
 	}
-	serve := harness.InProcess(fakegpu.AdmissionFunc(shedding.Admit),
-		func(rate, burst float64) fakegpu.Limiter { return bucket.NewKeyedLimiter(rate, burst) })
-	p, run, err := harness.PlayBucket(context.Background(), harness.LessonPlays()[1], harness.PlayConfig(), serve)
+	cfg, play := playConfig(), harness.LessonPlays()[1]
+	srv, err := fakegpu.New(cfg, fakegpu.WithAdmission(fakegpu.AdmissionFunc(shedding.Admit)),
+		fakegpu.WithLimiter(bucket.NewKeyedLimiter(cfg.BucketRate, cfg.BucketBurst)))
+	require.NoError(t, err)
+	in, err := fakegpu.Listen(srv, "127.0.0.1:0")
+	require.NoError(t, err)
+	defer in.Close()
+	opts := harness.PlayOptions(play)
+	opts.URL, opts.Stats = in.URL+"/generate", harness.ServerStats(srv)
+	run, err := harness.Flood(context.Background(), opts)
+	require.NoError(t, err)
+	p, err := harness.PlayResult(play, cfg.BucketRate, cfg.BucketBurst, run)
 	require.NoError(t, err)
 	t.Logf("spikes on loopback: sent %d, admitted %d, refused %d; send lag p99 %.2f ms", p.Sent, p.Admitted, p.Refused, run.SendLagP99MS)
 	assert.Equal(t, int64(60), p.Sent)
@@ -115,14 +118,10 @@ func TestVirtualPatternsAreDeterministic(t *testing.T) {
 		t.Run(play.Name, func(t *testing.T) {
 			var runs [2]*results.Run
 			for i := range runs {
-				synctest.Test(t, func(t *testing.T) {
-					var n vnet.Network
-					p, run, err := harness.PlayBucket(context.Background(), play, harness.PlayConfig(), virtualServe(&n))
-					require.NoError(t, err)
-					assert.Equal(t, p.Predicted, p.Admitted, "admitted, against the schedule replayed on the bucket")
-					assert.Equal(t, run.Expected, p.Sent, "the server received the schedule")
-					runs[i] = run
-				})
+				p, run := playVirtual(t, play)
+				assert.Equal(t, p.Predicted, p.Admitted, "admitted, against the schedule replayed on the bucket")
+				assert.Equal(t, run.Expected, p.Sent, "the server received the schedule")
+				runs[i] = run
 			}
 			assert.Equal(t, runs[0].Counts, runs[1].Counts, "a second run is identical")
 			assert.Equal(t, runs[0].Histograms, runs[1].Histograms, "to the microsecond")

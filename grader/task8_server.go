@@ -56,9 +56,9 @@ const task8CheckServerPlays = "server: the token bucket admits the lesson's stea
 // and a burst of at most the limit: 40 per 10 s is the 4/s with room for
 // the burst of 10.
 const (
-	task8PlayLimit  = 40
+	task8PlayLimit  = int(harness.PlayBucketRate * 10)
 	task8PlayWindow = 10 * time.Second
-	task8PlayBurst  = 10
+	task8PlayBurst  = int(harness.PlayBucketBurst)
 )
 
 // task8PlayTolerance is how far from the schedule replayed against the
@@ -81,7 +81,7 @@ func task8ServerPlanned() []planned {
 func task8PlayConfig() fakegpu.Config {
 	cfg := task8ServerConfig("bucket")
 	cfg.CountingLimit, cfg.CountingWindow = task8PlayLimit, task8PlayWindow
-	cfg.BucketRate, cfg.BucketBurst = float64(task8PlayLimit)/task8PlayWindow.Seconds(), task8PlayBurst
+	cfg.BucketRate, cfg.BucketBurst = float64(task8PlayLimit)/task8PlayWindow.Seconds(), float64(task8PlayBurst)
 	return cfg
 }
 

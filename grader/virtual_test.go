@@ -28,6 +28,13 @@ import (
 // reference's admission and limiter) inside a synctest bubble.
 func virtualFlood(t *testing.T, cfg fakegpu.Config, rate float64, d, timeout time.Duration) *results.Run {
 	t.Helper()
+	return virtualFloodWith(t, cfg, harness.Options{Rate: rate, Duration: d, Timeout: timeout, Header: clientHeader("c")})
+}
+
+// virtualFloodWith is virtualFlood with the flood's options: its URL,
+// Stats and Dial are set here.
+func virtualFloodWith(t *testing.T, cfg fakegpu.Config, opts harness.Options) *results.Run {
+	t.Helper()
 	var run *results.Run
 	synctest.Test(t, func(t *testing.T) {
 		var n vnet.Network
@@ -39,10 +46,8 @@ func virtualFlood(t *testing.T, cfg fakegpu.Config, rate float64, d, timeout tim
 		require.NoError(t, err)
 		hs := &http.Server{Handler: srv}
 		go hs.Serve(l)
-		run, err = harness.Flood(context.Background(), harness.Options{
-			URL: "http://127.0.0.1:8000/generate", Rate: rate, Duration: d, Timeout: timeout,
-			Stats: harness.ServerStats(srv), Dial: n.DialContext, Header: clientHeader("c"),
-		})
+		opts.URL, opts.Stats, opts.Dial = "http://127.0.0.1:8000/generate", harness.ServerStats(srv), n.DialContext
+		run, err = harness.Flood(context.Background(), opts)
 		require.NoError(t, err)
 		srv.Close()
 		hs.Close()

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"context"
 	"encoding/json"
 	"math"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"ratelab/fakegpu"
 	"ratelab/model"
 )
 
@@ -239,14 +237,9 @@ func TestPatternJSON(t *testing.T) {
 	assert.Contains(t, string(b), `"Pattern":{}`, "a constant pattern is empty")
 }
 
-// A play needs a bucket: a server without one is refused before anything
-// is served.
-func TestPlayBucketNeedsABucket(t *testing.T) {
-	served := false
-	serve := func(context.Context, fakegpu.Config) (Served, error) { served = true; return Served{}, nil }
-	cfg := PlayConfig()
-	cfg.Mode = fakegpu.ModeShed
-	_, _, err := PlayBucket(context.Background(), LessonPlays()[0], cfg, serve)
-	assert.ErrorIs(t, err, ErrBadOptions)
-	assert.False(t, served, "no server started")
+// A log line says a patterned flood's mean and its shape.
+func TestOptionsArrivals(t *testing.T) {
+	assert.Equal(t, "240 req/s", Options{Rate: 240}.Arrivals())
+	spikes := Options{Pattern: Pattern{Kind: PatternSpikes, Spike: 30, Every: 6 * time.Second}}
+	assert.Equal(t, "5 req/s on average (spikes of 30 every 6s)", spikes.Arrivals())
 }

@@ -1,12 +1,10 @@
 package harness
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"time"
 
-	"ratelab/fakegpu"
 	"ratelab/model"
 	"ratelab/results"
 )
@@ -46,92 +44,13 @@ func LessonPlays() []Play {
 	}
 }
 
-// Served is a fresh fake GPU ready to be flooded, as a ServeFunc returns it.
-type Served struct {
-	// URL is the server's base URL, such as http://127.0.0.1:8000.
-	URL string
-	// Stats reads the server's /stats.
-	Stats StatsFunc
-	// Dial, if set, opens connections to it (Options.Dial).
-	Dial DialFunc
-	// Elsewhere says the server runs in another process
-	// (Options.ServerElsewhere).
-	Elsewhere bool
-	// Close stops the server.
-	Close func()
-}
-
-// ServeFunc starts a fresh fake GPU configured as cfg: in this process on
-// loopback (InProcess), on an in-memory network in a synctest bubble, or
-// as a child process.
-type ServeFunc func(ctx context.Context, cfg fakegpu.Config) (Served, error)
-
-// InProcess returns a ServeFunc that serves a fake GPU in this process on
-// a loopback port, with admission (task 2's Admit) and a limiter made by
-// newLimiter (task 3's keyed limiter) in the bucket modes, and opts.
-func InProcess(admission fakegpu.Admission, newLimiter func(rate, burst float64) fakegpu.Limiter, opts ...fakegpu.Option) ServeFunc {
-	return func(_ context.Context, cfg fakegpu.Config) (Served, error) {
-		all := append([]fakegpu.Option{fakegpu.WithAdmission(admission)}, opts...)
-		if cfg.Mode.Limited() {
-			all = append(all, fakegpu.WithLimiter(newLimiter(cfg.BucketRate, cfg.BucketBurst)))
-		}
-		srv, err := fakegpu.New(cfg, all...)
-		if err != nil {
-			return Served{}, err
-		}
-		in, err := fakegpu.Listen(srv, "127.0.0.1:0")
-		if err != nil {
-			srv.Close()
-			return Served{}, err
-		}
-		return Served{URL: in.URL, Stats: ServerStats(srv), Close: func() { in.Close() }}, nil
-	}
-}
-
-// PlayConfig is the fake GPU of the lesson's play: the default server in
-// ModeBucket with a bucket of PlayBucketRate and PlayBucketBurst.
-func PlayConfig() fakegpu.Config {
-	cfg := fakegpu.DefaultConfig()
-	cfg.Mode = fakegpu.ModeBucket
-	cfg.BucketRate, cfg.BucketBurst = PlayBucketRate, PlayBucketBurst
-	return cfg
-}
-
 // PlayOptions returns the flood of play: one client, "play", sending as
 // the play says. The URL, Stats and Dial are the caller's to set.
 func PlayOptions(play Play) Options {
 	return Options{
 		Name: "play " + play.Name, Rate: play.Rate, Duration: play.Duration, Pattern: play.Pattern,
-		Header: http.Header{"X-Client-Id": {"play"}},
+		Timeout: DefaultTimeout, Header: http.Header{"X-Client-Id": {"play"}},
 	}
-}
-
-// PlayBucket floods a fresh server from serve, configured as cfg (a bucket
-// mode, usually PlayConfig), with play as one client, and returns the
-// bucket's decisions as the server counted them, beside the schedule
-// replayed against the bucket (model.BucketAdmits), and the flood's run.
-func PlayBucket(ctx context.Context, play Play, cfg fakegpu.Config, serve ServeFunc) (*results.BucketPlay, *results.Run, error) {
-	if !cfg.Mode.Limited() {
-		return nil, nil, fmt.Errorf("%w: play %s: mode %s has no bucket", ErrBadOptions, play.Name, cfg.Mode)
-	}
-	opts := PlayOptions(play)
-	if _, err := NewSchedule(opts.Pattern, opts.Rate, opts.Duration); err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
-	}
-	srv, err := serve(ctx, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer srv.Close()
-	opts.URL, opts.Stats, opts.Dial, opts.ServerElsewhere = srv.URL+"/generate", srv.Stats, srv.Dial, srv.Elsewhere
-	run, err := Flood(ctx, opts)
-	if err != nil {
-		return nil, run, err
-	}
-	rec := cfg.Record()
-	run.Server = &rec
-	p, err := PlayResult(play, cfg.BucketRate, cfg.BucketBurst, run)
-	return p, run, err
 }
 
 // PlayResult is what run, the flood of play (PlayOptions) against a server
