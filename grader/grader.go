@@ -202,7 +202,7 @@ func (g *grading) flood(ctx context.Context, cfg fakegpu.Config, opts harness.Op
 	opts.URL = in.URL + "/generate"
 	opts.Stats = harness.ServerStats(srv)
 	opts.Progress = g.progress(opts)
-	g.logf("  flooding %s: %g req/s for %s, client timeout %s ...", opts.Name, opts.Rate, opts.Duration, opts.Timeout)
+	g.logf("  flooding %s: %s for %s, client timeout %s ...", opts.Name, opts.Arrivals(), opts.Duration, opts.Timeout)
 	run, err := harness.Flood(ctx, opts)
 	if run != nil {
 		run.Server = record(cfg)

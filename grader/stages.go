@@ -230,7 +230,7 @@ func (s *childServer) flood(ctx context.Context, opts ...harness.Options) ([]*re
 			o.Stats = stats // one sampler is enough
 			o.Progress = g.progress(o)
 		}
-		g.logf("  flooding %s: %g req/s for %s, client timeout %s, server %s ...", o.Name, o.Rate, o.Duration, o.Timeout, strings.Join(s.args, " "))
+		g.logf("  flooding %s: %s for %s, client timeout %s, server %s ...", o.Name, o.Arrivals(), o.Duration, o.Timeout, strings.Join(s.args, " "))
 		go func() {
 			runs[i], errs[i] = harness.Flood(ctx, o)
 			done <- i

@@ -151,7 +151,7 @@ func (g *grading) floodWorkers(ctx context.Context, bin string, cfg fakegpu.Conf
 		return sum, nil
 	}
 	o.Progress = g.progress(o)
-	g.logf("  flooding %s: %g req/s for %s against %d workers (mode %s) ...", o.Name, o.Rate, o.Duration, task6Workers, cfg.Mode)
+	g.logf("  flooding %s: %s for %s against %d workers (mode %s) ...", o.Name, o.Arrivals(), o.Duration, task6Workers, cfg.Mode)
 	run, err := harness.Flood(ctx, o)
 	if run != nil {
 		for _, f := range each {

@@ -255,7 +255,7 @@ func (g *grading) floodVirtual(ctx context.Context, cfg fakegpu.Config, opts ...
 		return nil, fault(err)
 	}
 	for _, o := range opts {
-		g.logf("  flooding %s in virtual time: %g req/s for %s, client timeout %s, server %s ...", o.Name, o.Rate, o.Duration, o.Timeout, strings.Join(cfg.Args(), " "))
+		g.logf("  flooding %s in virtual time: %s for %s, client timeout %s, server %s ...", o.Name, o.Arrivals(), o.Duration, o.Timeout, strings.Join(cfg.Args(), " "))
 	}
 	rep, err := s.call(ctx, vsession.Request{Op: vsession.OpFlood, Floods: opts})
 	if err != nil {

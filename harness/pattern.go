@@ -139,6 +139,16 @@ func (p Pattern) String() string {
 	return "constant"
 }
 
+// Arrivals describes o's offered load for a log line: "240 req/s", or the
+// mean and the pattern, such as "5 req/s on average (spikes of 30 every
+// 6s)".
+func (o Options) Arrivals() string {
+	if o.Pattern.IsConstant() {
+		return fmt.Sprintf("%g req/s", o.Rate)
+	}
+	return fmt.Sprintf("%g req/s on average (%s)", o.Pattern.MeanRate(o.Rate), o.Pattern)
+}
+
 // check returns an error if p's fields are invalid for a flood at rate
 // (Options.Rate; spikes and ramps ignore it). Whether the schedule holds
 // any request is NewSchedule's to say.
