@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"ratelab/fakegpu"
+	"ratelab/model"
 	"ratelab/results"
 )
 
@@ -272,7 +273,11 @@ func Amplify(ctx context.Context, opts AmplifyOptions) (*results.Storm, error) {
 	base := strings.TrimSuffix(opts.BaseURL, "/")
 	tr := &http.Transport{MaxIdleConnsPerHost: 100000, IdleConnTimeout: 30 * time.Second, DialContext: opts.Dial}
 	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: opts.Timeout}
+	// model.OffGrid early: an attempt retried the instant the last one
+	// timed out would otherwise arrive with the next call, on the send
+	// grid, and its timeout share an instant with a slot's work ending
+	// (see model.Ties), generation after generation.
+	client := &http.Client{Transport: tr, Timeout: opts.Timeout - model.OffGrid}
 
 	sctx, cancel := context.WithTimeout(ctx, opts.Limit)
 	defer cancel()

@@ -243,15 +243,26 @@ func SendTime(rate float64, seq uint64) time.Duration {
 //     (whole milliseconds after an arrival), falls on a multiple of 10 µs
 //     from the start of its schedule; concurrent schedules are offset from
 //     each other by Stagger, so two clients' arrivals never share an instant.
+//
 //   - TimeoutEarly: a client gives up 5 µs before its nominal timeout, off
 //     the grid: an answer due at exactly the timeout is late (on a real
 //     machine any overhead makes it so), and the server sees the client
 //     leave before that work ends.
+//
 //   - An arrival waits until everything else due at its instant has
 //     happened before it is admitted (in a bubble, the fake server's settle
 //     hook), so a slot freed at that instant is free for it.
+//
 //   - ReadOffset: the flood reads the server's counters 5,002 ns past the
 //     grid, between all of the above.
+//
+//   - OffGrid (harness only, never the simulation above): a timer that
+//     restarts from its own expiry, as an attempt sent again the instant
+//     the last one timed out, is shortened or lengthened by 3,701 ns,
+//     coprime with SendGrid's 10,000: k generations later it lies k ×
+//     3,701 ns off the grid, back on it only after 10,000 generations,
+//     where TimeoutEarly's 5 µs is back on it after two. The amplifier's
+//     clients give up OffGrid early.
 //
 // On the wall clock these are far below the noise, and the lesson's figures
 // come out unchanged: 216, 144 and 112 collapse, 816 shed.
@@ -260,6 +271,7 @@ const (
 	Stagger      = time.Microsecond
 	TimeoutEarly = 5 * time.Microsecond
 	ReadOffset   = 5*time.Microsecond + 2*time.Nanosecond
+	OffGrid      = 3701 * time.Nanosecond
 )
 
 // StaggerOf is when client i's schedule starts, after client 0's: i ×
