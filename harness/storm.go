@@ -208,6 +208,12 @@ func Storm(ctx context.Context, opts StormOptions) (*results.Storm, error) {
 		go func() {
 			defer wg.Done()
 			<-start
+			// Client i starts i × model.ClientStagger after client 0, so
+			// that which clients the server admits first is theirs, not
+			// the scheduler's (see model.Ties).
+			if d := time.Duration(i) * model.ClientStagger; d > 0 {
+				time.Sleep(d)
+			}
 			req, _ := http.NewRequestWithContext(sctx, http.MethodGet, base+stormGeneratePath, nil)
 			// The server records each call's attempts by this id: the retry
 			// loop resends req (req.Clone), so every retry carries it.

@@ -256,6 +256,12 @@ func SendTime(rate float64, seq uint64) time.Duration {
 //   - ReadOffset: the flood reads the server's counters 5,002 ns past the
 //     grid, between all of the above.
 //
+//   - ClientStagger (harness only): calls started "at once", as a storm's
+//     400 clients or the judge's 2,000 calls, start 1 ns apart in index
+//     order, all within a few microseconds of the grid point, before
+//     TimeoutEarly and ReadOffset; the server admits the lowest indices
+//     first, and each call's later attempts keep their own nanoseconds.
+//
 //   - OffGrid (harness only, never the simulation above): a timer that
 //     restarts from its own expiry, as an attempt sent again the instant
 //     the last one timed out, is shortened or lengthened by 3,701 ns,
@@ -267,11 +273,12 @@ func SendTime(rate float64, seq uint64) time.Duration {
 // On the wall clock these are far below the noise, and the lesson's figures
 // come out unchanged: 216, 144 and 112 collapse, 816 shed.
 const (
-	SendGrid     = 10 * time.Microsecond
-	Stagger      = time.Microsecond
-	TimeoutEarly = 5 * time.Microsecond
-	ReadOffset   = 5*time.Microsecond + 2*time.Nanosecond
-	OffGrid      = 3701 * time.Nanosecond
+	SendGrid      = 10 * time.Microsecond
+	Stagger       = time.Microsecond
+	TimeoutEarly  = 5 * time.Microsecond
+	ReadOffset    = 5*time.Microsecond + 2*time.Nanosecond
+	OffGrid       = 3701 * time.Nanosecond
+	ClientStagger = time.Nanosecond
 )
 
 // StaggerOf is when client i's schedule starts, after client 0's: i ×
