@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"ratelab/model"
 	"ratelab/results"
 )
 
@@ -122,7 +123,11 @@ func (s *scenarioService) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		var once sync.Once
 		report = func(ok bool) { once.Do(func() { done(ok) }) }
-		slow := time.AfterFunc(s.opts.SlowCall, func() { report(false) })
+		// model.OffGrid late: SlowCall after a call is let through is
+		// exactly when a later call arrives (both on the send grid), and
+		// the breaker would hear of the slow call before or after letting
+		// that one through by the scheduler's choice (see model.Ties).
+		slow := time.AfterFunc(s.opts.SlowCall+model.OffGrid, func() { report(false) })
 		defer slow.Stop()
 	}
 	req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, s.depURL, nil)
