@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"ratelab/model"
 	"ratelab/provider"
 	"ratelab/results"
 )
@@ -324,8 +325,17 @@ func callAll(ctx context.Context, call func(context.Context, provider.MessagePar
 		prompts = prompts[1:]
 	}
 	var wg sync.WaitGroup
-	for _, p := range prompts {
-		wg.Go(func() { one(p) })
+	for i, p := range prompts {
+		wg.Go(func() {
+			// Call i starts i × model.ClientStagger after call 0: the
+			// API admits the lowest indices first, and a call refused and
+			// retried a second later keeps its own nanoseconds, not the
+			// scheduler's order (see model.Ties).
+			if d := time.Duration(i) * model.ClientStagger; d > 0 {
+				time.Sleep(d)
+			}
+			one(p)
+		})
 	}
 	wg.Wait()
 	return t, time.Since(start)
