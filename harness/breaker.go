@@ -191,6 +191,12 @@ func RunDependencyScenario(ctx context.Context, o DependencyScenario) (*results.
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		// Read between the instants the service acts on, as the flood's
+		// sampler does (model.ReadOffset): the flood's calls arrive on the
+		// send grid from t0, every 10 ms, so a reading at t0 + k × 100 ms
+		// would count the call arriving then, or not, by the scheduler's
+		// order.
+		time.Sleep(model.ReadOffset)
 		tick := time.NewTicker(DefaultSampleEvery)
 		defer tick.Stop()
 		var ms runtime.MemStats
