@@ -235,43 +235,51 @@ func SendTime(rate float64, seq uint64) time.Duration {
 
 // Ties: in a synctest bubble's virtual time, events due at the same instant
 // are handled in whatever order the scheduler picks, so the same flood
-// could end two ways. The simulation handles an instant's events in a fixed
-// order: clients giving up, then slots that finish, then arrivals. The
-// flood and the fake server keep to that order on both clocks:
+// could end two ways. The rule, on both clocks: no two events whose order
+// matters are ever due at the same instant, except where one is told to
+// wait for the rest. The simulation handles an instant's events in a fixed
+// order: clients giving up, then slots that finish, then arrivals; the
+// flood, the storms, the amplifier, the dependency scenario and the judge
+// keep to that order by these offsets (on the wall clock far below the
+// noise, so the lesson's figures come out unchanged: 216, 144 and 112
+// collapse, 816 shed, the lockstep storm's 31.6 s, task 7's 1,440 served):
 //
 //   - SendGrid: every send, and so every arrival and every end of work
 //     (whole milliseconds after an arrival), falls on a multiple of 10 µs
 //     from the start of its schedule; concurrent schedules are offset from
-//     each other by Stagger, so two clients' arrivals never share an instant.
-//
-//   - TimeoutEarly: a client gives up 5 µs before its nominal timeout, off
-//     the grid: an answer due at exactly the timeout is late (on a real
-//     machine any overhead makes it so), and the server sees the client
-//     leave before that work ends.
-//
+//     each other by Stagger (StaggerOf), so two clients' arrivals never
+//     share an instant.
+//   - TimeoutEarly: a flood's client gives up 5 µs before its nominal
+//     timeout, off the grid: an answer due at exactly the timeout is late
+//     (on a real machine any overhead makes it so), and the server sees the
+//     client leave before that work ends.
 //   - An arrival waits until everything else due at its instant has
 //     happened before it is admitted (in a bubble, the fake server's settle
 //     hook), so a slot freed at that instant is free for it.
+//   - ReadOffset: whatever reads counters on a period (the flood's sampler
+//     and its reading after the flood, the dependency scenario's sampler)
+//     reads 5,002 ns past the grid, between all of the above.
+//   - ClientStagger (harness only): calls started "at once", a storm's 400
+//     clients or the judge's 2,000 calls, start 1 ns apart in index order,
+//     within a few microseconds of the grid point and so before
+//     TimeoutEarly's and ReadOffset's instants. The server admits the
+//     lowest indices first, and a call refused and retried after a fixed
+//     wait (the lockstep storm, the sleep-1 loop) keeps its own nanoseconds
+//     on every attempt.
+//   - OffGrid (harness only): a timer that restarts from its own expiry,
+//     as an attempt sent again the instant the last one timed out, is
+//     shortened by 3,701 ns, coprime with SendGrid's 10,000: k generations
+//     later it lies k × 3,701 ns off the grid, back on it only after
+//     10,000 generations, where TimeoutEarly's 5 µs is back on it after
+//     two. The amplifier's clients give up OffGrid early; the dependency
+//     scenario reports a call as slow OffGrid before SlowCall, so that the
+//     breaker hears of it before a call arriving at that instant asks, as
+//     a timeout comes before an arrival.
 //
-//   - ReadOffset: the flood reads the server's counters 5,002 ns past the
-//     grid, between all of the above.
-//
-//   - ClientStagger (harness only): calls started "at once", as a storm's
-//     400 clients or the judge's 2,000 calls, start 1 ns apart in index
-//     order, all within a few microseconds of the grid point, before
-//     TimeoutEarly and ReadOffset; the server admits the lowest indices
-//     first, and each call's later attempts keep their own nanoseconds.
-//
-//   - OffGrid (harness only, never the simulation above): a timer that
-//     restarts from its own expiry, as an attempt sent again the instant
-//     the last one timed out, is shortened or lengthened by 3,701 ns,
-//     coprime with SendGrid's 10,000: k generations later it lies k ×
-//     3,701 ns off the grid, back on it only after 10,000 generations,
-//     where TimeoutEarly's 5 µs is back on it after two. The amplifier's
-//     clients give up OffGrid early.
-//
-// On the wall clock these are far below the noise, and the lesson's figures
-// come out unchanged: 216, 144 and 112 collapse, 816 shed.
+// The simulation needs only the first four and none of the harness's
+// timers: its storm (a flood at 400,000/s for 1 ms) takes arrivals due at
+// one instant in sequence order, as ClientStagger makes the measured storm
+// do.
 const (
 	SendGrid      = 10 * time.Microsecond
 	Stagger       = time.Microsecond
