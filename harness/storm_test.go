@@ -3,13 +3,17 @@ package harness
 import (
 	"context"
 	"net/http"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"ratelab/fakegpu"
+	"ratelab/internal/vnet"
+	"ratelab/model"
 )
 
 // Every storm client names its call with X-Call-Id, and a retry loop that
@@ -69,4 +73,42 @@ func TestStormNamesEachCall(t *testing.T) {
 	assert.Equal(t, srv.Stats().Received, attempts, "every attempt carried its call's id")
 	assert.Equal(t, st.Attempts, attempts)
 	assert.Greater(t, attempts, int64(clients), "some were refused and retried")
+}
+
+// In virtual time a storm's clients, all started "at once", reach the
+// server one nanosecond apart in index order (model.ClientStagger), so
+// which of them a server admits first is the same in every run.
+func TestStormStartsClientsInIndexOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := &vnet.Network{}
+		l, err := n.Listen("127.0.0.1:1")
+		require.NoError(t, err)
+		var mu sync.Mutex
+		var ids []string
+		var at []time.Time
+		hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if id := r.Header.Get(fakegpu.CallIDHeader); id != "" {
+				mu.Lock()
+				ids, at = append(ids, id), append(at, time.Now())
+				mu.Unlock()
+			}
+		})}
+		go func() { _ = hs.Serve(l) }()
+		defer hs.Close()
+		once := func(ctx context.Context, c *http.Client, req *http.Request, onAttempt func()) (*http.Response, error) {
+			onAttempt()
+			return c.Do(req)
+		}
+		const clients = 50
+		st, err := Storm(context.Background(), StormOptions{BaseURL: "http://127.0.0.1:1", Clients: clients, Call: once, Dial: n.DialContext})
+		require.NoError(t, err)
+		require.Equal(t, int64(clients), st.Succeeded)
+		require.Len(t, ids, clients)
+		for i := range clients {
+			assert.Equal(t, StormCallID(i), ids[i], "arrival %d", i)
+			if i > 0 {
+				assert.Equal(t, model.ClientStagger, at[i].Sub(at[i-1]), "arrival %d after %d", i, i-1)
+			}
+		}
+	})
 }
