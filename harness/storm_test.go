@@ -112,3 +112,45 @@ func TestStormStartsClientsInIndexOrder(t *testing.T) {
 		}
 	})
 }
+
+// The amplifier's clients give up model.OffGrid before the timeout: an
+// attempt sent again the instant the last one timed out drifts off the
+// send grid, generation after generation, instead of arriving with the
+// next call and timing out as a slot's work ends.
+func TestAmplifyTimesOutOffTheGrid(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := &vnet.Network{}
+		l, err := n.Listen("127.0.0.1:1")
+		require.NoError(t, err)
+		hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			<-r.Context().Done() // never answers
+		})}
+		go func() { _ = hs.Serve(l) }()
+		defer hs.Close()
+		var mu sync.Mutex
+		var at []time.Time
+		retry := func(ctx context.Context, c *http.Client, req *http.Request, onAttempt func()) (*http.Response, error) {
+			for range 3 {
+				onAttempt()
+				mu.Lock()
+				at = append(at, time.Now())
+				mu.Unlock()
+				resp, err := c.Do(req.Clone(ctx))
+				if err == nil {
+					return resp, nil
+				}
+			}
+			return nil, context.DeadlineExceeded
+		}
+		st, err := Amplify(context.Background(), AmplifyOptions{BaseURL: "http://127.0.0.1:1", Rate: 10, Duration: 100 * time.Millisecond,
+			Timeout: time.Second, Call: retry, Dial: n.DialContext})
+		require.NoError(t, err)
+		require.Equal(t, 1, st.Clients)
+		require.Len(t, at, 3)
+		for i := 1; i < len(at); i++ {
+			gap := at[i].Sub(at[i-1])
+			assert.Equal(t, time.Second-model.OffGrid, gap, "attempt %d", i)
+			assert.NotZero(t, at[i].Sub(at[0])%model.SendGrid, "attempt %d is off the grid", i)
+		}
+	})
+}
