@@ -261,11 +261,12 @@ func SendTime(rate float64, seq uint64) time.Duration {
 //     reads 5,002 ns past the grid, between all of the above.
 //   - ClientStagger (harness only): calls started "at once", a storm's 400
 //     clients or the judge's 2,000 calls, start 1 ns apart in index order,
-//     within a few microseconds of the grid point and so before
-//     TimeoutEarly's and ReadOffset's instants. The server admits the
-//     lowest indices first, and a call refused and retried after a fixed
-//     wait (the lockstep storm, the sleep-1 loop) keeps its own nanoseconds
-//     on every attempt.
+//     all within 2 µs of the first, short of the 5 µs at which
+//     TimeoutEarly and ReadOffset act. The server admits the lowest
+//     indices first, and a call refused and retried after a fixed wait
+//     (the lockstep storm, the sleep-1 loop) keeps its own nanoseconds on
+//     every attempt (the waits and the work are whole milliseconds), so
+//     never meets another call's.
 //   - OffGrid (harness only): a timer that restarts from its own expiry,
 //     as an attempt sent again the instant the last one timed out, is
 //     shortened by 3,701 ns, coprime with SendGrid's 10,000: k generations
