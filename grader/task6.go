@@ -5,11 +5,8 @@ import (
 	cryptorand "crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
 	mrand "math/rand/v2"
-	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	"ratelab/fakegpu"
@@ -67,6 +64,10 @@ const (
 	// task6ScanEvery is how often the keyspace is read during the shared
 	// flood.
 	task6ScanEvery = 500 * time.Millisecond
+	// task6BurstConcurrency and task6BurstTimeout are how many of the
+	// burst's requests are out at once, and how long each may take.
+	task6BurstConcurrency = 32
+	task6BurstTimeout     = 2 * time.Second
 )
 
 func task6Planned() []planned {
@@ -130,25 +131,15 @@ func (g *grading) floodWorkers(ctx context.Context, bin string, cfg fakegpu.Conf
 	// most a token or two; 50 ms is allowed instead of the usual 5 ms.
 	o.MaxSendLag = task6MaxSendLag
 	o.Stats = func(ctx context.Context) (results.ServerStats, error) {
-		var sum results.ServerStats
+		var all []results.ServerStats
 		for _, f := range each {
 			st, err := f(ctx)
 			if err != nil {
-				return sum, err
+				return results.SumWorkers(all), err
 			}
-			sum.Received += st.Received
-			sum.Finished += st.Finished
-			sum.Waiting += st.Waiting
-			sum.MaxWaiting = max(sum.MaxWaiting, st.MaxWaiting)
-			sum.InFlight += st.InFlight
-			sum.Shed += st.Shed
-			sum.Limited += st.Limited
-			sum.Expired += st.Expired
-			sum.Dead += st.Dead
-			sum.Leaked += st.Leaked
-			sum.FailOpen += st.FailOpen
+			all = append(all, st)
 		}
-		return sum, nil
+		return results.SumWorkers(all), nil
 	}
 	o.Progress = g.progress(o)
 	g.logf("  flooding %s: %s for %s against %d workers (mode %s) ...", o.Name, o.Arrivals(), o.Duration, task6Workers, cfg.Mode)
@@ -233,7 +224,7 @@ type task6Keys struct {
 	reads         int      // keys read
 	noExpiry      []string // keys without one (a few)
 	noExpiryCount int
-	longest       keyTTL // the longest PTTL read
+	longest       redisenv.KeyTTL // the longest PTTL read
 
 	// The burst of distinct clients.
 	clients    int  // distinct clients sent
@@ -254,16 +245,16 @@ func keysOf(cfg fakegpu.Config, r *judgeRedis, tag string) task6Keys {
 }
 
 // note adds the PTTLs of one read of the keyspace.
-func (k *task6Keys) note(keys []keyTTL) {
+func (k *task6Keys) note(keys []redisenv.KeyTTL) {
 	for _, kt := range keys {
 		k.reads++
 		switch {
-		case kt.pttl < 0:
+		case kt.PTTL < 0:
 			k.noExpiryCount++
-			if len(k.noExpiry) < 3 && !slices.Contains(k.noExpiry, kt.key) {
-				k.noExpiry = append(k.noExpiry, kt.key)
+			if len(k.noExpiry) < 3 && !slices.Contains(k.noExpiry, kt.Key) {
+				k.noExpiry = append(k.noExpiry, kt.Key)
 			}
-		case kt.pttl > k.longest.pttl:
+		case kt.PTTL > k.longest.PTTL:
 			k.longest = kt
 		}
 	}
@@ -291,7 +282,7 @@ type redisSeen struct {
 	gone      string // Redis stopped answering: what happened
 	slowPings int    // PINGs not answered within redisenv.Timeout
 	lastSlow  string
-	keys      []keyTTL // every PTTL read (for task6Keys.note)
+	keys      []redisenv.KeyTTL // every PTTL read (for task6Keys.note)
 }
 
 // watchRedis starts watching r until stop is called.
@@ -355,38 +346,12 @@ func (g *grading) distinctClients(ctx context.Context, bin string, cfg fakegpu.C
 	}
 	defer w.Stop()
 	g.logf("  %d requests from %d distinct clients, then Redis's keyspace ...", n, n)
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
-	defer client.CloseIdleConnections()
-	ids := make(chan string)
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Go(func() {
-			for id := range ids {
-				req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.URL+"/generate", nil)
-				if err != nil {
-					continue
-				}
-				req.Header.Set("X-Client-Id", id)
-				if resp, err := client.Do(req); err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-			}
-		})
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s%x", tag, i)
 	}
-	for i := range n {
-		select {
-		case ids <- fmt.Sprintf("%s%x", tag, i):
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	close(ids)
-	wg.Wait()
-	if ctx.Err() != nil {
-		return ctx.Err()
+	if err := harness.Burst(ctx, harness.BurstOptions{URL: w.URL + "/generate", IDs: ids, Concurrency: task6BurstConcurrency, Timeout: task6BurstTimeout}); err != nil {
+		return err
 	}
 	for _, u := range w.StatsURLs {
 		if st, err := harness.HTTPStats(u)(ctx); err == nil {
@@ -409,7 +374,7 @@ func (g *grading) distinctClients(ctx context.Context, bin string, cfg fakegpu.C
 	}
 	keys.left = len(later)
 	if len(later) > 0 {
-		keys.leftKey = later[0].key
+		keys.leftKey = later[0].Key
 	}
 	return nil
 }
@@ -461,7 +426,7 @@ func checkTask6(g *grading, local, shared *results.Run, bound float64, d time.Du
 func checkTask6Keys(g *grading, shared *results.Run, k task6Keys) {
 	most := k.refill + task6ExpiryMargin
 	var msg string
-	pass := k.noExpiryCount == 0 && k.longest.pttl <= most
+	pass := k.noExpiryCount == 0 && k.longest.PTTL <= most
 	switch {
 	case k.reads == 0:
 		msg = fmt.Sprintf("no key was found in %s of %s during the shared flood or after the burst of %d clients; want one per client with an expiry: the buckets must live in Redis",
@@ -472,14 +437,14 @@ func checkTask6Keys(g *grading, shared *results.Run, k task6Keys) {
 			"a key without one stays in Redis for ever, one per client ever seen", k.noExpiryCount, k.reads, k.scanned, k.on, k.noExpiry, k.refill.Round(time.Millisecond))
 	case !pass:
 		msg = fmt.Sprintf("key %q had %v left to live in %s; want at most %v, the refill time (burst/rate = %v) plus 1 s: an expiry longer than that keeps idle clients' keys in memory",
-			k.longest.key, k.longest.pttl, k.on, most.Round(time.Millisecond), k.refill.Round(time.Millisecond))
+			k.longest.Key, k.longest.PTTL, k.on, most.Round(time.Millisecond), k.refill.Round(time.Millisecond))
 	default:
 		msg = fmt.Sprintf("all %d keys read in %s of %s (every %v during the shared flood, and after the burst) expired within %v (longest %v)",
-			k.reads, k.scanned, k.on, task6ScanEvery, most.Round(time.Millisecond), k.longest.pttl)
+			k.reads, k.scanned, k.on, task6ScanEvery, most.Round(time.Millisecond), k.longest.PTTL)
 	}
 	g.check(results.Check{
 		Name: task6CheckTTL, MaxScore: 1, Message: msg,
-		Measured: map[string]float64{"keys_read": float64(k.reads), "no_expiry": float64(k.noExpiryCount), "longest_pttl_ms": float64(k.longest.pttl.Milliseconds())},
+		Measured: map[string]float64{"keys_read": float64(k.reads), "no_expiry": float64(k.noExpiryCount), "longest_pttl_ms": float64(k.longest.PTTL.Milliseconds())},
 		Expected: map[string]float64{"no_expiry": 0, "pttl_max_ms": float64(most.Milliseconds())},
 	}, pass, shared)
 

@@ -32,7 +32,7 @@ func measuredTask6() (local, shared *results.Run) {
 func goodKeys() task6Keys {
 	return task6Keys{
 		on: "a private redis-server", refill: 285714285 * time.Nanosecond, scanned: "the whole keyspace",
-		reads: 2400, longest: keyTTL{"ratelab:bucket:ab12", 1286 * time.Millisecond},
+		reads: 2400, longest: redisenv.KeyTTL{Key: "ratelab:bucket:ab12", PTTL: 1286 * time.Millisecond},
 		clients: 2300, burstRan: true, afterBurst: 2300,
 	}
 }
@@ -49,10 +49,10 @@ func TestTask6KeyspaceChecks(t *testing.T) {
 			k.left = 2300
 		}, []string{task6CheckTTL, task6CheckKeyset}},
 		{"an expiry of 3 s", func(k *task6Keys) {
-			k.longest.pttl = 3 * time.Second
+			k.longest.PTTL = 3 * time.Second
 			k.left = 2300
 		}, []string{task6CheckTTL, task6CheckKeyset}},
-		{"an expiry 2 ms too long", func(k *task6Keys) { k.longest.pttl = 1288 * time.Millisecond }, []string{task6CheckTTL}},
+		{"an expiry 2 ms too long", func(k *task6Keys) { k.longest.PTTL = 1288 * time.Millisecond }, []string{task6CheckTTL}},
 		{"a key per request that outlives the bucket", func(k *task6Keys) { k.left = 17 }, []string{task6CheckKeyset}},
 		{"no key at all", func(k *task6Keys) { *k = task6Keys{on: k.on, refill: k.refill, burstRan: true, clients: 2000} }, []string{task6CheckTTL}},
 		{"the burst did not run", func(k *task6Keys) { k.burstRan = false }, []string{task6CheckKeyset}},
