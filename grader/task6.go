@@ -12,6 +12,7 @@ import (
 	"ratelab/fakegpu"
 	"ratelab/harness"
 	"ratelab/internal/redisenv"
+	"ratelab/internal/vsession"
 	"ratelab/results"
 )
 
@@ -64,6 +65,13 @@ const (
 	// task6ScanEvery is how often the keyspace is read during the shared
 	// flood.
 	task6ScanEvery = 500 * time.Millisecond
+	// task6CostBudget bounds one request through the fake GPU server with
+	// the graded limiter on a miniredis dialled in memory, on the wall
+	// clock (checkTask6Cost): the reference takes about 270 µs there on 2
+	// busy cores (miniredis interprets Lua far slower than Redis), so 2 ms
+	// leaves load on the machine room, and a script that loops or computes
+	// for a millisecond still shows.
+	task6CostBudget = 2 * time.Millisecond
 	// task6BurstConcurrency and task6BurstTimeout are how many of the
 	// burst's requests are out at once, and how long each may take.
 	task6BurstConcurrency = 32
@@ -77,7 +85,25 @@ func task6Planned() []planned {
 		{task6CheckShare, 1},
 		{task6CheckTTL, 1},
 		{task6CheckKeyset, 1},
+		{task6CheckCost, 1},
 	}
+}
+
+// task6CheckCost names task 6's wall-clock cost check (cost.go): the
+// graded script's time per decision, which virtual time makes free.
+const task6CheckCost = "the Redis limiter costs little time per request"
+
+// task6CostKeys is how many clients the cost check's requests come from.
+const task6CostKeys = 1000
+
+// checkTask6Cost times requests through a server whose limiter is the
+// graded one on a miniredis of its own, on the wall clock, on both clocks
+// of grading: a script that computes a lot looks perfect in virtual time.
+func checkTask6Cost(ctx context.Context, g *grading, cfg fakegpu.Config) error {
+	cfg.Mode, cfg.Redis = fakegpu.ModeRedis, ""
+	return g.checkCost(ctx, task6CheckCost, vsession.CostRequest{Server: &cfg, Keys: task6CostKeys}, task6CostBudget,
+		"Redis runs one script at a time for every worker and client, so a script's time caps the whole service's decisions a second; "+
+			"the budget is miniredis's, whose Lua runs several times slower than Redis's")
 }
 
 func gradeTask6(ctx context.Context, g *grading) error {
@@ -90,6 +116,9 @@ func gradeTask6(ctx context.Context, g *grading) error {
 	notReady, err := g.unit(ctx)
 	if err != nil || g.opts.UnitOnly {
 		return err
+	}
+	if notReady == "" && g.virtual() {
+		return floodTask6Virtual(ctx, g)
 	}
 	if notReady == "" {
 		var tags []string
@@ -203,7 +232,7 @@ func floodTask6(ctx context.Context, g *grading, bin string, r *judgeRedis) erro
 		}
 	}
 	checkTask6(g, localRun, sharedRun, bound, d, seen, keys)
-	return nil
+	return checkTask6Cost(ctx, g, shared)
 }
 
 // randomHex returns n random bytes in hex.
@@ -235,13 +264,19 @@ type task6Keys struct {
 	failOpen   int64 // decisions the workers made without Redis during the burst
 }
 
-// keysOf starts the keyspace record of a grading.
+// keysOf starts the keyspace record of a grading on the wall clock.
 func keysOf(cfg fakegpu.Config, r *judgeRedis, tag string) task6Keys {
-	k := task6Keys{on: r.String(), refill: time.Duration(cfg.BucketBurst / cfg.BucketRate * float64(time.Second)), scanned: "the whole keyspace"}
+	scanned := "the whole keyspace"
 	if r.kind == results.RedisGiven {
-		k.scanned = fmt.Sprintf("the keys with this grading's client tag %q (a server others may use too)", tag)
+		scanned = fmt.Sprintf("the keys with this grading's client tag %q (a server others may use too)", tag)
 	}
-	return k
+	return newTask6Keys(cfg, r.String(), scanned)
+}
+
+// newTask6Keys starts a keyspace record of the Redis named on, of which
+// scanned was read, for limiters configured as cfg.
+func newTask6Keys(cfg fakegpu.Config, on, scanned string) task6Keys {
+	return task6Keys{on: on, refill: time.Duration(cfg.BucketBurst / cfg.BucketRate * float64(time.Second)), scanned: scanned}
 }
 
 // note adds the PTTLs of one read of the keyspace.
@@ -346,11 +381,7 @@ func (g *grading) distinctClients(ctx context.Context, bin string, cfg fakegpu.C
 	}
 	defer w.Stop()
 	g.logf("  %d requests from %d distinct clients, then Redis's keyspace ...", n, n)
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("%s%x", tag, i)
-	}
-	if err := harness.Burst(ctx, harness.BurstOptions{URL: w.URL + "/generate", IDs: ids, Concurrency: task6BurstConcurrency, Timeout: task6BurstTimeout}); err != nil {
+	if err := harness.Burst(ctx, harness.BurstOptions{URL: w.URL + "/generate", IDs: task6ClientIDs(tag, n), Concurrency: task6BurstConcurrency, Timeout: task6BurstTimeout}); err != nil {
 		return err
 	}
 	for _, u := range w.StatsURLs {
@@ -389,6 +420,11 @@ func checkTask6(g *grading, local, shared *results.Run, bound float64, d time.Du
 		// Not the learner's doing: the server it was given went away.
 		shared.Reliable = false
 		shared.Warnings = append(shared.Warnings, seen.gone+": the shared bound cannot be judged without it; this is not your code")
+	case n > 0 && shared.IsVirtual():
+		// Redis answers every call at once in virtual time: the limiter
+		// failed open because the script failed, or answered what the
+		// limiter could not read. The counts are the learner's.
+		shared.Warnings = append(shared.Warnings, fmt.Sprintf("the limiter failed open %d times in virtual time, where %s answers every call at once: the script returned an error or a reply the limiter could not read, and each worker answered from its own local bucket", n, keys.on))
 	case n > 0:
 		// The bound holds only while Redis decides; a limiter that failed
 		// open answered from each worker's local bucket, by design.

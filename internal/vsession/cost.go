@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-
 	"ratelab/fakegpu"
 	"ratelab/harness"
 )
@@ -125,7 +123,10 @@ func costServer(host Host, cfg fakegpu.Config) (*fakegpu.Server, func(), error) 
 	if host.NewRedisServer == nil {
 		return nil, nil, fmt.Errorf("no Redis limiter in this session")
 	}
-	mr := miniredis.NewMiniRedis()
+	mr, err := startMemory()
+	if err != nil {
+		return nil, nil, err
+	}
 	rdb := memoryClient(mr)
 	done := func() {
 		rdb.Close()

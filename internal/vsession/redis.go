@@ -39,29 +39,63 @@ const redisTimeout = 10 * time.Second
 // miniRedis returns the session's Redis, starting it on first use; it
 // lives until the session ends, across servers, as a Redis outlives the
 // processes that use it.
-func (s *session) miniRedis() *miniredis.Miniredis {
+func (s *session) miniRedis() (*miniredis.Miniredis, error) {
 	if s.mr == nil {
-		s.mr = miniredis.NewMiniRedis()
-		s.mr.ClockTTL(true)
+		mr, err := startMemory()
+		if err != nil {
+			return nil, err
+		}
+		mr.ClockTTL(true)
+		s.mr = mr
 		s.rdb = s.redisClient() // the grader's, for SCAN and PTTL
 	}
-	return s.mr
+	return s.mr, nil
 }
 
 // redisClient returns a new client of the session's Redis: each worker
 // has its own, as separate processes would.
 func (s *session) redisClient() *redis.Client { return memoryClient(s.mr) }
 
-// memoryClient returns a client of mr that dials it in memory
-// (miniredis.Dial: a pipe, no socket, usable in a bubble), with the short
-// timeouts a worker's client has on the wall clock (redisenv.Tune).
+// memoryClient returns a client of mr that dials it in memory (no socket,
+// usable in a bubble), with the short timeouts a worker's client has on the
+// wall clock (redisenv.Tune).
 func memoryClient(mr *miniredis.Miniredis) *redis.Client {
 	opt := &redis.Options{
-		Addr:   "127.0.0.1:6379", // for messages only: Dialer makes the connections
-		Dialer: func(context.Context, string, string) (net.Conn, error) { return mr.Dial() },
+		Addr:   redisAddr.String(), // for messages only: Dialer makes the connections
+		Dialer: func(context.Context, string, string) (net.Conn, error) { return dialMemory(mr) },
 	}
 	redisenv.Tune(opt)
 	return redis.NewClient(opt)
+}
+
+// redisAddr is the address a session's Redis connections report.
+var redisAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 6379}
+
+// dialMemory connects to mr over a buffered in-memory connection
+// (vnet.Pipe), as a socket's buffers are: miniredis.Dial's net.Pipe has
+// none, so a pipeline (the keyspace's PTTLs) would block the client's
+// writes behind the server's unread replies.
+// mr must have been started (startMemory).
+func dialMemory(mr *miniredis.Miniredis) (net.Conn, error) {
+	srv := mr.Server()
+	if srv == nil {
+		return nil, errors.New("redis: closed")
+	}
+	client, server := vnet.Pipe(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, redisAddr)
+	srv.ServeConn(server)
+	return client, nil
+}
+
+// startMemory returns a started miniredis without a listener, served only
+// through dialMemory.
+func startMemory() (*miniredis.Miniredis, error) {
+	mr := miniredis.NewMiniRedis()
+	c, err := mr.Dial() // starts its server
+	if err != nil {
+		return nil, fmt.Errorf("start miniredis: %w", err)
+	}
+	c.Close()
+	return mr, nil
 }
 
 // closeRedis stops the session's Redis, if it started one.
@@ -76,7 +110,9 @@ func (s *session) closeRedis() {
 
 // keyspace reads every key of the session's Redis with its PTTL.
 func (s *session) keyspace() ([]redisenv.KeyTTL, error) {
-	s.miniRedis()
+	if _, err := s.miniRedis(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
 	defer cancel()
 	return redisenv.Keyspace(ctx, s.rdb, "*", KeyspaceMax)
@@ -84,7 +120,9 @@ func (s *session) keyspace() ([]redisenv.KeyTTL, error) {
 
 // flushRedis empties the session's Redis.
 func (s *session) flushRedis() error {
-	s.miniRedis()
+	if _, err := s.miniRedis(); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
 	defer cancel()
 	return s.rdb.FlushAll(ctx).Err()
@@ -99,7 +137,9 @@ func (s *session) newWorker(cfg fakegpu.Config, opts ...fakegpu.Option) (*fakegp
 	if s.host.NewRedisServer == nil {
 		return nil, errors.New("mode redis: no Redis limiter in this session")
 	}
-	s.miniRedis()
+	if _, err := s.miniRedis(); err != nil {
+		return nil, err
+	}
 	rdb := s.redisClient()
 	srv, err := s.host.NewRedisServer(cfg, rdb, opts...)
 	if err != nil {
