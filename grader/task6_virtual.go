@@ -27,7 +27,7 @@ import (
 // server keeps real time.
 
 // task6SessionRedis names the Redis of a virtual-time grading in messages.
-const task6SessionRedis = "the miniredis in the virtual-time session (its clock is the bubble's)"
+const task6SessionRedis = "the virtual-time session's miniredis, on the bubble's clock"
 
 // givenRedis reports whether the grading was given a Redis (--redis URL),
 // which task 6 is then judged by, on the wall clock.
