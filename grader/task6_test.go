@@ -3,6 +3,7 @@ package grader
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,7 +65,7 @@ func TestTask6KeyspaceChecks(t *testing.T) {
 			tt.keys(&k)
 			g := &grading{task: task6Task(t), doc: &results.Document{}}
 			checkTask6(g, local, shared, 720, 10*time.Second, redisSeen{}, k)
-			require.Len(t, g.doc.Checks, len(task6Planned()))
+			require.Len(t, g.doc.Checks, len(task6Planned())-1, "every check but the cost check (checkTask6Cost)")
 			for _, c := range g.doc.Checks {
 				want := wantStatus(c.Name, tt.fail)
 				assert.Equal(t, want, c.Status, "%s: %s", c.Name, c.Message)
@@ -95,6 +96,24 @@ func TestTask6RedisGoneIsNotTheLearners(t *testing.T) {
 		assert.Contains(t, c.Message, "this is not your code")
 		assert.NotContains(t, c.Message, "busy machine")
 	}
+}
+
+// In virtual time Redis answers every call at once, so a limiter that
+// failed open did so because its script failed: the shared bound is
+// judged on the counts as they are, and fails.
+func TestTask6FailOpenInVirtualTimeIsTheLearners(t *testing.T) {
+	local, shared := measuredTask6()
+	shared.Clock = results.ClockVirtual
+	shared.OK = 2100 // every worker answered from its own bucket
+	shared.ServerFinal.FailOpen = 1900
+	g := &grading{task: task6Task(t), doc: &results.Document{}}
+	checkTask6(g, local, shared, 720, 10*time.Second, redisSeen{}, goodKeys())
+	assert.True(t, shared.Reliable)
+	assert.Contains(t, strings.Join(shared.Warnings, "\n"), "the script returned an error")
+	c := findCheck(g.doc, task6CheckBound)
+	require.NotNil(t, c)
+	assert.Equal(t, results.StatusFail, c.Status, c.Message)
+	shownFailing(t, "task6", *c)
 }
 
 // TestTask6RedisKilledMidFlood kills the private redis-server while the
@@ -199,7 +218,7 @@ func TestTask6FloodChecks(t *testing.T) {
 			tt.floods(local, shared)
 			g := &grading{task: task6Task(t), doc: &results.Document{}}
 			checkTask6(g, local, shared, 720, 10*time.Second, redisSeen{}, goodKeys())
-			require.Len(t, g.doc.Checks, len(task6Planned()))
+			require.Len(t, g.doc.Checks, len(task6Planned())-1, "every check but the cost check (checkTask6Cost)")
 			for _, c := range g.doc.Checks {
 				want := results.StatusPass
 				if slices.Contains(tt.fail, c.Name) {
