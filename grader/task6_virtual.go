@@ -11,6 +11,7 @@ import (
 	"ratelab/harness"
 	"ratelab/internal/redisenv"
 	"ratelab/internal/vsession"
+	"ratelab/model"
 	"ratelab/results"
 )
 
@@ -66,6 +67,12 @@ func floodTask6Virtual(ctx context.Context, g *grading) error {
 	if err != nil {
 		return err
 	}
+	// In virtual time the counts are exact: each worker's bucket admits
+	// what a token bucket admits of every fourth send (round robin), the
+	// shared one what it admits of them all (model.BucketAdmits on the
+	// flood's schedule).
+	localRun.Predicted = map[string]float64{"ok": float64(task6Admits(local, d, task6Workers)), "ok_bound": task6Workers * bound}
+	sharedRun.Predicted = map[string]float64{"ok": float64(task6Admits(local, d, 1)), "ok_bound": bound}
 	keys := newTask6Keys(shared, task6SessionRedis, "the whole keyspace")
 	if err := g.distinctClientsVirtual(ctx, s, shared, tag, &keys); err != nil {
 		return err
@@ -153,6 +160,22 @@ func (g *grading) distinctClientsVirtual(ctx context.Context, s *session, cfg fa
 		return fault(err)
 	}
 	return nil
+}
+
+// task6Admits is how many of a task 6 flood's sends over d buckets
+// configured as cfg admit in all when the sends are dealt round robin to
+// workers buckets of their own.
+func task6Admits(cfg fakegpu.Config, d time.Duration, workers int) int {
+	sends := make([][]time.Duration, workers)
+	for k := range uint64(task6Rate * d.Seconds()) {
+		w := int(k) % workers
+		sends[w] = append(sends[w], harness.Intended(task6Rate, k))
+	}
+	n := 0
+	for _, at := range sends {
+		n += model.BucketAdmits(at, cfg.BucketRate, cfg.BucketBurst)
+	}
+	return n
 }
 
 // task6ClientIDs names the burst's n distinct clients, each with the
