@@ -99,3 +99,23 @@ func TestSessionWorkersShareRedis(t *testing.T) {
 	assert.Equal(t, 1500*time.Millisecond, reps[6].Now.Sub(reps[5].Now))
 	t.Logf("in %s of real time", time.Since(start).Round(time.Millisecond))
 }
+
+// OpCost times a mode-redis server on the wall clock against a miniredis
+// of its own, outside the bubble, whose clock stands still meanwhile.
+func TestCostOfARedisLimiter(t *testing.T) {
+	cfg := fakegpu.DefaultConfig()
+	cfg.Mode = fakegpu.ModeRedis
+	reps := converseWith(t, windowHost(),
+		Request{Op: OpStop},
+		Request{Op: OpCost, Cost: &CostRequest{Server: &cfg, Keys: 10}},
+	)
+	require.Len(t, reps, 2)
+	require.Empty(t, reps[1].Error)
+	require.Len(t, reps[1].Costs, 1)
+	c := reps[1].Costs[0]
+	assert.Equal(t, "server redis", c.Name)
+	assert.Positive(t, c.PerCall)
+	assert.Positive(t, c.Calls)
+	assert.Equal(t, reps[0].Now, reps[1].Now, "the bubble's clock stood still")
+	t.Logf("%s per request", c.PerCall)
+}
