@@ -230,3 +230,14 @@ func TestTask6FloodChecks(t *testing.T) {
 		})
 	}
 }
+
+// Task 6 runs in virtual time unless it is given a Redis, which keeps real
+// time.
+func TestTask6GivenRedisKeepsTheWallClock(t *testing.T) {
+	for url, virtual := range map[string]bool{"": true, RedisOff: true, "redis://127.0.0.1:6379": false} {
+		g := &grading{task: task6Task(t), opts: Options{Virtual: true, RedisURL: url}}
+		assert.Equal(t, virtual, g.virtual(), "--redis %q", url)
+		g.opts.Virtual = false
+		assert.False(t, g.virtual(), "--real --redis %q", url)
+	}
+}
