@@ -362,7 +362,7 @@ const StallLimit = 10 * time.Second
 
 // StallMessage is the Error of the reply a stalled session sends before
 // it ends.
-const StallMessage = "virtual time stood still: the bubble's clock did not move for 10s of real time while a request was being carried out. Something in the code never blocks: a loop that waits by checking time.Now() or a channel without sleeping keeps a bubble's clock from moving (and burns a core on the wall clock)"
+const StallMessage = "virtual time stood still: the bubble's clock did not move for 10s of real time while a request was being carried out. Something in the code never blocks: a loop that waits by checking time.Now() or a channel without sleeping keeps a bubble's clock from moving (and burns a core on the wall clock), and so does a Redis script that never returns"
 
 // replyWriter writes replies from the session and from its watchdog.
 type replyWriter struct {
