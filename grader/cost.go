@@ -14,11 +14,11 @@ import (
 // every goroutine in it waits, so graded code that burns a millisecond of
 // CPU on every request looks perfect in the floods, and would cap a real
 // server at a thousand requests a second per core. Every task whose code
-// sits on a request's path (the shedding, the limiters, the breaker) is
-// therefore also timed on the wall clock, on both clocks of grading: the
-// session measures it outside its bubble (vsession.OpCost), in the
-// command built with the graded code, where the code cannot tell it is
-// measured. Task 4's retry loop and task 5's client wait between calls:
+// sits on a request's path (the shedding, the limiters, task 6's script on
+// a miniredis, the breaker) is therefore also timed on the wall clock, on
+// both clocks of grading: the session measures it outside its bubble
+// (vsession.OpCost), in the command built with the graded code, where the
+// code cannot tell it is measured. Task 4's retry loop and task 5's client wait between calls:
 // code of theirs that spins instead of waiting stops the bubble's clock,
 // and the session's watchdog fails it.
 

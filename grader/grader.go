@@ -316,6 +316,8 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 		defer g.closeSession()
 		if g.virtual() {
 			doc.Notes = append(doc.Notes, "virtual time: this task's traffic ran in a testing/synctest bubble over an in-memory network, the same on every machine; what a bubble cannot judge (idle CPU, memory) ran on the wall clock")
+		} else if opts.Virtual && virtualTasks[task.ID] != "" {
+			doc.Notes = append(doc.Notes, task.ID+" ran on the wall clock: it was judged by the Redis given with --redis, which keeps real time")
 		} else if opts.Virtual {
 			doc.Notes = append(doc.Notes, task.ID+" has no virtual-time floods yet: it ran on the wall clock")
 		}

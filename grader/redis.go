@@ -88,6 +88,9 @@ func (g *grading) openRedis(ctx context.Context) (*judgeRedis, error) {
 	}
 	g.doc.Redis = &results.Redis{Kind: r.kind, Version: r.version, URL: redact(r.url), Unit: r.kind != results.RedisEmbedded}
 	note := "task 6 judged by " + r.String()
+	if g.virtual() {
+		note = "task 6's unit suite judged by " + r.String() + "; its floods by " + task6SessionRedis
+	}
 	if fallback != "" {
 		note += " (" + fallback + "; miniredis's Lua is not Redis's, so the unit suite's Redis/ checks were skipped: install Redis, or pass --redis URL, to be judged by a real one)"
 	}
@@ -189,43 +192,10 @@ func refused(err error) bool {
 		strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "connection refused")
 }
 
-// keyTTL is one key of the keyspace and its PTTL (-1 for no expiry).
-type keyTTL struct {
-	key  string
-	pttl time.Duration
-}
-
 // keyspace lists the keys that match pattern ("*" for all) with their PTTL.
 // It stops after max keys.
-func (r *judgeRedis) keyspace(ctx context.Context, pattern string, max int) ([]keyTTL, error) {
-	var keys []string
-	iter := r.rdb.Scan(ctx, 0, pattern, 1000).Iterator()
-	for iter.Next(ctx) && len(keys) < max {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
-		return nil, fmt.Errorf("SCAN: %w", err)
-	}
-	out := make([]keyTTL, 0, len(keys))
-	for start := 0; start < len(keys); start += 500 {
-		batch := keys[start:min(start+500, len(keys))]
-		cmds := make([]*redis.DurationCmd, len(batch))
-		if _, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, k := range batch {
-				cmds[i] = p.PTTL(ctx, k)
-			}
-			return nil
-		}); err != nil {
-			return nil, fmt.Errorf("PTTL: %w", err)
-		}
-		for i, c := range cmds {
-			if c.Val() == -2 {
-				continue // expired between SCAN and PTTL
-			}
-			out = append(out, keyTTL{batch[i], c.Val()})
-		}
-	}
-	return out, nil
+func (r *judgeRedis) keyspace(ctx context.Context, pattern string, max int) ([]redisenv.KeyTTL, error) {
+	return redisenv.Keyspace(ctx, r.rdb, pattern, max)
 }
 
 // redact returns u without its password.

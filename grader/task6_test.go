@@ -3,6 +3,7 @@ package grader
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ func measuredTask6() (local, shared *results.Run) {
 func goodKeys() task6Keys {
 	return task6Keys{
 		on: "a private redis-server", refill: 285714285 * time.Nanosecond, scanned: "the whole keyspace",
-		reads: 2400, longest: keyTTL{"ratelab:bucket:ab12", 1286 * time.Millisecond},
+		reads: 2400, longest: redisenv.KeyTTL{Key: "ratelab:bucket:ab12", PTTL: 1286 * time.Millisecond},
 		clients: 2300, burstRan: true, afterBurst: 2300,
 	}
 }
@@ -49,10 +50,10 @@ func TestTask6KeyspaceChecks(t *testing.T) {
 			k.left = 2300
 		}, []string{task6CheckTTL, task6CheckKeyset}},
 		{"an expiry of 3 s", func(k *task6Keys) {
-			k.longest.pttl = 3 * time.Second
+			k.longest.PTTL = 3 * time.Second
 			k.left = 2300
 		}, []string{task6CheckTTL, task6CheckKeyset}},
-		{"an expiry 2 ms too long", func(k *task6Keys) { k.longest.pttl = 1288 * time.Millisecond }, []string{task6CheckTTL}},
+		{"an expiry 2 ms too long", func(k *task6Keys) { k.longest.PTTL = 1288 * time.Millisecond }, []string{task6CheckTTL}},
 		{"a key per request that outlives the bucket", func(k *task6Keys) { k.left = 17 }, []string{task6CheckKeyset}},
 		{"no key at all", func(k *task6Keys) { *k = task6Keys{on: k.on, refill: k.refill, burstRan: true, clients: 2000} }, []string{task6CheckTTL}},
 		{"the burst did not run", func(k *task6Keys) { k.burstRan = false }, []string{task6CheckKeyset}},
@@ -64,7 +65,7 @@ func TestTask6KeyspaceChecks(t *testing.T) {
 			tt.keys(&k)
 			g := &grading{task: task6Task(t), doc: &results.Document{}}
 			checkTask6(g, local, shared, 720, 10*time.Second, redisSeen{}, k)
-			require.Len(t, g.doc.Checks, len(task6Planned()))
+			require.Len(t, g.doc.Checks, len(task6Planned())-1, "every check but the cost check (checkTask6Cost)")
 			for _, c := range g.doc.Checks {
 				want := wantStatus(c.Name, tt.fail)
 				assert.Equal(t, want, c.Status, "%s: %s", c.Name, c.Message)
@@ -95,6 +96,24 @@ func TestTask6RedisGoneIsNotTheLearners(t *testing.T) {
 		assert.Contains(t, c.Message, "this is not your code")
 		assert.NotContains(t, c.Message, "busy machine")
 	}
+}
+
+// In virtual time Redis answers every call at once, so a limiter that
+// failed open did so because its script failed: the shared bound is
+// judged on the counts as they are, and fails.
+func TestTask6FailOpenInVirtualTimeIsTheLearners(t *testing.T) {
+	local, shared := measuredTask6()
+	shared.Clock = results.ClockVirtual
+	shared.OK = 2100 // every worker answered from its own bucket
+	shared.ServerFinal.FailOpen = 1900
+	g := &grading{task: task6Task(t), doc: &results.Document{}}
+	checkTask6(g, local, shared, 720, 10*time.Second, redisSeen{}, goodKeys())
+	assert.True(t, shared.Reliable)
+	assert.Contains(t, strings.Join(shared.Warnings, "\n"), "the script returned an error")
+	c := findCheck(g.doc, task6CheckBound)
+	require.NotNil(t, c)
+	assert.Equal(t, results.StatusFail, c.Status, c.Message)
+	shownFailing(t, "task6", *c)
 }
 
 // TestTask6RedisKilledMidFlood kills the private redis-server while the
@@ -199,7 +218,7 @@ func TestTask6FloodChecks(t *testing.T) {
 			tt.floods(local, shared)
 			g := &grading{task: task6Task(t), doc: &results.Document{}}
 			checkTask6(g, local, shared, 720, 10*time.Second, redisSeen{}, goodKeys())
-			require.Len(t, g.doc.Checks, len(task6Planned()))
+			require.Len(t, g.doc.Checks, len(task6Planned())-1, "every check but the cost check (checkTask6Cost)")
 			for _, c := range g.doc.Checks {
 				want := results.StatusPass
 				if slices.Contains(tt.fail, c.Name) {
@@ -209,5 +228,16 @@ func TestTask6FloodChecks(t *testing.T) {
 				assert.Equal(t, want, c.Status, "%s: %s", c.Name, c.Message)
 			}
 		})
+	}
+}
+
+// Task 6 runs in virtual time unless it is given a Redis, which keeps real
+// time.
+func TestTask6GivenRedisKeepsTheWallClock(t *testing.T) {
+	for url, virtual := range map[string]bool{"": true, RedisOff: true, "redis://127.0.0.1:6379": false} {
+		g := &grading{task: task6Task(t), opts: Options{Virtual: true, RedisURL: url}}
+		assert.Equal(t, virtual, g.virtual(), "--redis %q", url)
+		g.opts.Virtual = false
+		assert.False(t, g.virtual(), "--real --redis %q", url)
 	}
 }

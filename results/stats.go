@@ -55,3 +55,25 @@ type ServerStats struct {
 	// only GET /stats?gc=1 carries it.
 	Memory *MemoryStats `json:"memory,omitempty"`
 }
+
+// SumWorkers returns the counters of several server workers that share one
+// port (task 6) as one server's: counts add up, MaxWaiting is the longest
+// any worker's line was. The detail, memory and process figures are left
+// out: they belong to each worker.
+func SumWorkers(each []ServerStats) ServerStats {
+	var sum ServerStats
+	for _, st := range each {
+		sum.Received += st.Received
+		sum.Finished += st.Finished
+		sum.Waiting += st.Waiting
+		sum.MaxWaiting = max(sum.MaxWaiting, st.MaxWaiting)
+		sum.InFlight += st.InFlight
+		sum.Shed += st.Shed
+		sum.Limited += st.Limited
+		sum.Expired += st.Expired
+		sum.Dead += st.Dead
+		sum.Leaked += st.Leaked
+		sum.FailOpen += st.FailOpen
+	}
+	return sum
+}

@@ -24,7 +24,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"ratelab/fakegpu"
+	"ratelab/internal/redisenv"
 )
 
 // options are the command line: the server's settings and where it listens.
@@ -104,34 +107,53 @@ func main() {
 
 // newServer returns a server for cfg with the compiled-in admission and
 // limiter, extra options added, a description of where its limiter comes
-// from, and what to call once it has stopped.
+// from, and what to call once it has stopped. In mode redis it connects to
+// cfg.Redis.
 func newServer(cfg fakegpu.Config, extra ...fakegpu.Option) (*fakegpu.Server, string, func(), error) {
+	if cfg.Mode != fakegpu.ModeRedis {
+		srv, desc, err := newServerOn(cfg, nil, extra...)
+		return srv, desc, func() {}, err
+	}
+	rdb, _, cleanup, err := redisenv.Open(context.Background(), cfg.Redis)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("mode redis: %w", err)
+	}
+	srv, desc, err := newServerOn(cfg, rdb, extra...)
+	if err != nil {
+		cleanup()
+		return nil, "", nil, err
+	}
+	return srv, desc, cleanup, nil
+}
+
+// newServerOn is newServer with the Redis client of mode redis given (rdb,
+// nil in other modes): a session's workers each dial their own to the
+// session's miniredis.
+func newServerOn(cfg fakegpu.Config, rdb *redis.Client, extra ...fakegpu.Option) (*fakegpu.Server, string, error) {
 	if cfg.Counting != "" {
-		return nil, "", nil, fmt.Errorf("--counting %s: task 8's limiters are served by cmd/counting", cfg.Counting)
+		return nil, "", fmt.Errorf("--counting %s: task 8's limiters are served by cmd/counting", cfg.Counting)
 	}
 	opts := extra
-	cleanup, limiterDesc := func() {}, limiterFrom
+	limiterDesc := limiterFrom
 	switch cfg.Mode {
 	case fakegpu.ModeNone:
 	case fakegpu.ModeBucket:
 		opts = append(opts, fakegpu.WithLimiter(newLimiter(cfg.BucketRate, cfg.BucketBurst)))
 	case fakegpu.ModeRedis:
-		lim, done, err := newRedisLimiter(context.Background(), cfg.Redis, cfg.BucketRate, cfg.BucketBurst)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("mode redis: %w", err)
+		if rdb == nil {
+			return nil, "", errors.New("mode redis: no Redis client")
 		}
-		opts = append(opts, fakegpu.WithLimiter(lim))
-		cleanup, limiterDesc = done, redisFrom
+		opts = append(opts, fakegpu.WithLimiter(redisLimiter(rdb, cfg.BucketRate, cfg.BucketBurst)))
+		limiterDesc = redisFrom
 	}
 	if cfg.Mode != fakegpu.ModeNone {
 		opts = append(opts, fakegpu.WithAdmission(admission))
 	}
 	srv, err := fakegpu.New(cfg, opts...)
 	if err != nil {
-		cleanup()
-		return nil, "", nil, err
+		return nil, "", err
 	}
-	return srv, limiterDesc, cleanup, nil
+	return srv, limiterDesc, nil
 }
 
 func fail(code int, err error) {

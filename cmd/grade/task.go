@@ -52,7 +52,7 @@ func gradeFlags(fs *flag.FlagSet) *taskFlags {
 	fs.BoolVar(&f.virtual, "virtual", false, "virtual time, the default: accepted so that older scripts run")
 	fs.IntVar(&f.repeat, "repeat", 1, fmt.Sprintf("grade each task N times (1 to %d) and combine them: a check whose repeats disagree is marked inconclusive, with every repeat's values, and the run exits 3", maxRepeat))
 	fs.Uint64Var(&f.seed, "seed", 0, "replay a run's random unit-test inputs: the seed its output and results.json give (default: a new one each run)")
-	fs.StringVar(&f.redis, "redis", os.Getenv("REDIS_URL"), "task 6: the Redis that judges, such as redis://127.0.0.1:6379, or off for an embedded miniredis (default $REDIS_URL, else a private redis-server the grader starts and stops, else miniredis when none is installed)")
+	fs.StringVar(&f.redis, "redis", os.Getenv("REDIS_URL"), "task 6: the Redis that judges, such as redis://127.0.0.1:6379, on the wall clock (a real Redis keeps real time), or off for an embedded miniredis (default $REDIS_URL, else a private redis-server the grader starts and stops, else miniredis when none is installed); without a URL the floods run in virtual time on a miniredis in the session, and the unit suite's Redis/ checks on the private redis-server")
 	return &f
 }
 

@@ -36,8 +36,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
 	"ratelab/fakegpu"
 	"ratelab/harness"
+	"ratelab/internal/redisenv"
 	"ratelab/internal/vnet"
 	"ratelab/model"
 	"ratelab/provider"
@@ -83,6 +87,16 @@ const (
 	OpCost = "cost"
 	// OpStop closes the server, if one runs.
 	OpStop = "stop"
+	// OpBurst sends one request from each client of Request.Burst to the
+	// server, and waits for the answers (task 6's distinct clients).
+	OpBurst = "burst"
+	// OpFlush empties the session's Redis (task 6), starting it if need
+	// be.
+	OpFlush = "flush"
+	// OpKeyspace lets Request.Wait pass, in virtual time, then reads
+	// every key of the session's Redis with its PTTL (Reply.Keys): SCAN
+	// and PTTL, Redis's own records.
+	OpKeyspace = "keyspace"
 )
 
 // EnvServe is the environment variable that makes a command's session
@@ -102,6 +116,21 @@ type Request struct {
 	Op string `json:"op"`
 	// Config is OpStart's server.
 	Config *fakegpu.Config `json:"config,omitempty"`
+	// Workers is how many servers configured as Config OpStart starts
+	// behind one listener, which hands them its connections in turn, as
+	// worker processes sharing a port (task 6); 0 or 1 for one. In mode
+	// redis they share the session's Redis (a miniredis whose clock is
+	// the bubble's), each with a client of its own.
+	Workers int `json:"workers,omitempty"`
+	// ScanEvery, if set, makes OpFlood read the session's Redis (as
+	// OpKeyspace does) every ScanEvery of virtual time while its floods
+	// run; Reply.Keys holds every key read.
+	ScanEvery time.Duration `json:"scan_every,omitempty"`
+	// Burst is OpBurst's burst; its URL and Dial are set by the session.
+	Burst *harness.BurstOptions `json:"burst,omitempty"`
+	// Wait is how long OpKeyspace waits, in virtual time, before it
+	// reads.
+	Wait time.Duration `json:"wait,omitempty"`
 	// NotBefore moves the bubble's clock forward to this instant before
 	// the request is carried out, if it is still ahead. A bubble's clock
 	// starts at midnight UTC on 2000-01-01, which code could recognise; a
@@ -172,8 +201,13 @@ type Retry struct {
 type Reply struct {
 	// Runs are OpFlood's runs, one per flood in the request's order.
 	Runs []*results.Run `json:"runs,omitempty"`
-	// Final is OpFinish's reading of the server.
-	Final *results.ServerStats `json:"final,omitempty"`
+	// Final is OpFinish's reading of the server (with several workers,
+	// the sum of their counters, and Workers each one's).
+	Final   *results.ServerStats  `json:"final,omitempty"`
+	Workers []results.ServerStats `json:"workers,omitempty"`
+	// Keys are what OpKeyspace, or OpFlood with ScanEvery, read of the
+	// session's Redis.
+	Keys []redisenv.KeyTTL `json:"keys,omitempty"`
 	// Storm is OpStorm's or OpAmplify's result.
 	Storm *results.Storm `json:"storm,omitempty"`
 	// Scenario is OpScenario's result.
@@ -204,6 +238,9 @@ type NewServer func(cfg fakegpu.Config, opts ...fakegpu.Option) (*fakegpu.Server
 type Host struct {
 	// NewServer makes the fake GPU servers.
 	NewServer NewServer
+	// NewRedisServer makes a fake GPU server in mode redis whose graded
+	// limiter uses the client rdb; nil in a session without one.
+	NewRedisServer func(cfg fakegpu.Config, rdb *redis.Client, opts ...fakegpu.Option) (*fakegpu.Server, error)
 	// NewCall returns the graded retry loop configured as r, for OpStorm
 	// and OpAmplify; nil in a session without one.
 	NewCall func(r Retry) harness.CallFunc
@@ -275,6 +312,7 @@ func Serve(t *testing.T, in io.Reader, out io.Writer, host Host) {
 	}()
 	synctest.Test(t, func(t *testing.T) {
 		s := &session{host: host}
+		defer s.closeRedis()
 		defer s.stop()
 		beating := make(chan bool)
 		defer close(beating)
@@ -324,7 +362,7 @@ const StallLimit = 10 * time.Second
 
 // StallMessage is the Error of the reply a stalled session sends before
 // it ends.
-const StallMessage = "virtual time stood still: the bubble's clock did not move for 10s of real time while a request was being carried out. Something in the code never blocks: a loop that waits by checking time.Now() or a channel without sleeping keeps a bubble's clock from moving (and burns a core on the wall clock)"
+const StallMessage = "virtual time stood still: the bubble's clock did not move for 10s of real time while a request was being carried out. Something in the code never blocks: a loop that waits by checking time.Now() or a channel without sleeping keeps a bubble's clock from moving (and burns a core on the wall clock), and so does a Redis script that never returns"
 
 // replyWriter writes replies from the session and from its watchdog.
 type replyWriter struct {
@@ -397,13 +435,20 @@ func (p *progress) watch(stop <-chan struct{}, limit time.Duration, stalled func
 	}
 }
 
-// session is the state of one bubble: at most one server at a time.
+// session is the state of one bubble: at most one server (or one set of
+// workers) at a time, and a Redis once one is needed.
 type session struct {
 	host Host
 
-	net *vnet.Network
-	srv *fakegpu.Server
-	hs  *http.Server
+	net     *vnet.Network
+	ln      net.Listener
+	srv     *fakegpu.Server   // the first worker
+	srvs    []*fakegpu.Server // every worker
+	hss     []*http.Server
+	clients []*redis.Client // the workers' clients of mr
+
+	mr  *miniredis.Miniredis // the session's Redis (redis.go)
+	rdb *redis.Client        // the session's own client of mr
 }
 
 // do carries out one request.
@@ -417,7 +462,7 @@ func (s *session) do(r Request) Reply {
 		if r.Config == nil {
 			return fail("start: no config")
 		}
-		if err := s.start(*r.Config); err != nil {
+		if err := s.startWorkers(*r.Config, r.Workers); err != nil {
 			return fail("start: %v", err)
 		}
 		return Reply{}
@@ -425,8 +470,8 @@ func (s *session) do(r Request) Reply {
 		if s.srv == nil {
 			return fail("flood: no server")
 		}
-		runs, err := s.flood(r.Floods)
-		rep := Reply{Runs: runs}
+		runs, keys, err := s.flood(r.Floods, r.ScanEvery)
+		rep := Reply{Runs: runs, Keys: keys}
 		if err != nil {
 			rep.Error = fmt.Sprintf("flood: %v", err)
 		}
@@ -435,11 +480,33 @@ func (s *session) do(r Request) Reply {
 		if s.srv == nil {
 			return fail("finish: no server")
 		}
-		final := s.finish()
-		return Reply{Final: &final}
+		final, each := s.finish()
+		return Reply{Final: &final, Workers: each}
+	case OpBurst:
+		if s.srv == nil || r.Burst == nil {
+			return fail("burst: no server, or no burst")
+		}
+		o := *r.Burst
+		o.URL, o.Dial = "http://"+Addr+"/generate", s.net.DialContext
+		if err := harness.Burst(context.Background(), o); err != nil {
+			return fail("burst: %v", err)
+		}
+		return Reply{}
+	case OpFlush:
+		if err := s.flushRedis(); err != nil {
+			return fail("flush: %v", err)
+		}
+		return Reply{}
+	case OpKeyspace:
+		time.Sleep(r.Wait)
+		keys, err := s.keyspace()
+		if err != nil {
+			return fail("keyspace: %v", err)
+		}
+		return Reply{Keys: keys}
 	case OpStorm, OpAmplify:
-		if s.srv == nil {
-			return fail("%s: no server", r.Op)
+		if s.srv == nil || len(s.srvs) > 1 {
+			return fail("%s: no server, or several", r.Op)
 		}
 		if s.host.NewCall == nil || r.Retry == nil {
 			return fail("%s: no retry loop in this session, or no settings for it", r.Op)
@@ -496,24 +563,35 @@ func (s *session) do(r Request) Reply {
 	return fail("unknown op %q", r.Op)
 }
 
-func (s *session) start(cfg fakegpu.Config) error {
-	srv, err := s.host.NewServer(cfg, fakegpu.WithSettle(Settle()))
-	if err != nil {
-		return err
-	}
-	n := &vnet.Network{}
-	l, err := n.Listen(Addr)
-	if err != nil {
-		return err
-	}
-	s.net, s.srv, s.hs = n, srv, &http.Server{Handler: srv}
-	go func() { _ = s.hs.Serve(l) }()
-	return nil
-}
-
 // flood runs every flood of opts at once and returns their runs (nil where
-// one could not start) and the first error.
-func (s *session) flood(opts []harness.Options) ([]*results.Run, error) {
+// one could not start), every key read of the session's Redis every
+// scanEvery while they ran (none if 0), and the first error. With several
+// workers each run's server figures are their sum, and Run.Workers holds
+// each one's at the end.
+func (s *session) flood(opts []harness.Options, scanEvery time.Duration) ([]*results.Run, []redisenv.KeyTTL, error) {
+	var keys []redisenv.KeyTTL
+	var scanErr error
+	stopScan, scanned := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(scanned)
+		if scanEvery <= 0 {
+			return
+		}
+		tick := time.NewTicker(scanEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopScan:
+				return
+			case <-tick.C:
+			}
+			k, err := s.keyspace()
+			if err != nil && scanErr == nil {
+				scanErr = fmt.Errorf("read Redis during the flood: %w", err)
+			}
+			keys = append(keys, k...)
+		}
+	}()
 	runs := make([]*results.Run, len(opts))
 	errs := make([]error, len(opts))
 	var wg sync.WaitGroup
@@ -522,8 +600,14 @@ func (s *session) flood(opts []harness.Options) ([]*results.Run, error) {
 		o.Dial = s.net.DialContext
 		o.Progress = nil
 		o.Stats = nil
-		if i == 0 {
-			o.Stats = harness.ServerStats(s.srv) // one sampler is enough
+		if i == 0 { // one sampler is enough
+			o.Stats = harness.ServerStats(s.srv)
+			if len(s.srvs) > 1 {
+				o.Stats = func(context.Context) (results.ServerStats, error) {
+					sum, _ := s.stats()
+					return sum, nil
+				}
+			}
 		}
 		wg.Go(func() {
 			time.Sleep(model.StaggerOf(i)) // ties between floods as the simulation breaks them
@@ -534,7 +618,16 @@ func (s *session) flood(opts []harness.Options) ([]*results.Run, error) {
 		})
 	}
 	wg.Wait()
-	return runs, errors.Join(errs...)
+	close(stopScan)
+	<-scanned
+	if _, each := s.stats(); each != nil {
+		for _, run := range runs {
+			if run != nil {
+				run.Workers = each
+			}
+		}
+	}
+	return runs, keys, errors.Join(append(errs, scanErr)...)
 }
 
 // storm runs r's storm or amplifier against the server.
@@ -614,25 +707,36 @@ func (s *session) judge(o harness.JudgeOptions, api provider.Config) (*results.J
 }
 
 // finish waits until the server holds no request, or DrainCap, and reads
-// its detailed stats.
-func (s *session) finish() results.ServerStats {
+// its detailed stats; with several workers, the sum of their counters and
+// each one's.
+func (s *session) finish() (results.ServerStats, []results.ServerStats) {
 	for deadline := time.Now().Add(DrainCap); time.Now().Before(deadline); {
-		st := s.srv.Stats()
+		st, _ := s.stats()
 		if st.Waiting == 0 && st.InFlight == 0 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return s.srv.StatsDetail()
+	if len(s.srvs) > 1 {
+		return s.stats()
+	}
+	return s.srv.StatsDetail(), nil
 }
 
+// stop closes the server or workers, and their Redis clients.
 func (s *session) stop() {
 	if s.srv == nil {
 		return
 	}
-	s.srv.Close()
-	_ = s.hs.Close()
-	s.net, s.srv, s.hs = nil, nil, nil
+	for _, srv := range s.srvs {
+		srv.Close()
+	}
+	for _, hs := range s.hss {
+		_ = hs.Close()
+	}
+	_ = s.ln.Close()
+	s.closeClients()
+	s.net, s.ln, s.srv, s.srvs, s.hss = nil, nil, nil, nil, nil
 }
 
 // Settle returns a settle hook for fakegpu.WithSettle in a synctest
