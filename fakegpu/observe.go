@@ -43,6 +43,20 @@ const ClientCapacity = 256
 // nanoseconds further for its float arithmetic to agree.
 const waitSlack = time.Microsecond
 
+// callTime is how long one call of the limiter took, from asked to at: how
+// much later than its own reading of the clock another caller may have
+// brought the state it reads up to date (see dishonestWait).
+func callTime(asked, at time.Time) time.Duration { return max(at.Sub(asked), 0) }
+
+// callTimeNote says, for a message, how much callTime allowed beyond the
+// bound, if anything.
+func callTimeNote(asked, at time.Time) string {
+	if d := callTime(asked, at); d > 0 {
+		return fmt.Sprintf(" (plus the %v the call took)", d)
+	}
+	return ""
+}
+
 // jobNotes is what the server saw of one request while admission code
 // handled it. Admission code may call the job from several goroutines, so
 // the notes have a lock of their own.
@@ -238,7 +252,7 @@ func (j *Job) noteTake(key string, n float64, ok bool, wait time.Duration, asked
 		}
 		return
 	}
-	why := dishonestWait(j.s.cfg, n, wait)
+	why := dishonestWait(j.s.cfg, n, wait, asked, at)
 	if why == "" {
 		why = dishonestWindowWait(j.s.cfg, wait, asked, at)
 	}
@@ -261,10 +275,18 @@ func (j *Job) noteTake(key string, n float64, ok bool, wait time.Duration, asked
 }
 
 // dishonestWait returns why no token bucket of cfg's rate and burst could
-// refuse n tokens with wait, or "". A bucket holds 0 to burst tokens, so n
-// tokens are at most n/rate away (rounded up to the nanosecond), never
-// already there, and never if n exceeds the burst.
-func dishonestWait(cfg Config, n float64, wait time.Duration) string {
+// refuse n tokens, asked at asked and answering at at, with wait, or "". A
+// bucket holds 0 to burst tokens, so n tokens are at most n/rate away
+// (rounded up to the nanosecond), never already there, and never if n
+// exceeds the burst.
+//
+// "Away" from the limiter's own reading of the clock, which may be as early
+// as asked while the bucket it reads was brought up to date by a caller
+// that read the clock as late as at (a limiter reads the time, then waits
+// for its lock): a correct limiter's wait may exceed n/rate by the call's
+// own duration, at - asked, and no more. In virtual time that is 0, so the
+// bound is exact there; on a busy machine it was 2 to 120 ms.
+func dishonestWait(cfg Config, n float64, wait time.Duration, asked, at time.Time) string {
 	switch {
 	case !cfg.Mode.Limited() || cfg.Counting != "" && n == 1:
 		return "" // task 8's limiters: dishonestWindowWait
@@ -278,9 +300,9 @@ func dishonestWait(cfg Config, n float64, wait time.Duration) string {
 	case wait <= 0:
 		return fmt.Sprintf("the limiter refused %v token(s) with a wait of %v: a refused request always has something to wait for", n, wait)
 	}
-	most := time.Duration(math.Ceil(n/cfg.BucketRate*1e9)) + waitSlack
-	if wait > most {
-		return fmt.Sprintf("the limiter said %v for %v token(s), but at %v tokens/s even an empty bucket has them within %v", wait, n, cfg.BucketRate, most-waitSlack)
+	empty := time.Duration(math.Ceil(n / cfg.BucketRate * 1e9))
+	if wait > empty+callTime(asked, at)+waitSlack {
+		return fmt.Sprintf("the limiter said %v for %v token(s), but at %v tokens/s even an empty bucket has them within %v%s", wait, n, cfg.BucketRate, empty, callTimeNote(asked, at))
 	}
 	return ""
 }
@@ -298,7 +320,9 @@ func dishonestWait(cfg Config, n float64, wait time.Duration) string {
 //     one request by then);
 //   - a token bucket: at most one token's time, window/limit.
 //
-// A microsecond of slack (waitSlack) on each side allows for rounding.
+// The log's and the bucket's ceilings also allow the call's own duration,
+// as dishonestWait explains; the counter's is read from asked already. A
+// microsecond of slack (waitSlack) on each side allows for rounding.
 // The log's exact wait depends on its state: grantLog.logWait judges it
 // from the grants the server saw. The counter's only the unit suite
 // models.
@@ -322,8 +346,8 @@ func dishonestWindowWait(cfg Config, wait time.Duration, asked, at time.Time) st
 			return fmt.Sprintf("the fixed window said %v, but the next window of %v starts in %v", wait, w, toNext(at).Round(time.Microsecond))
 		}
 	case "log":
-		if wait > w+waitSlack {
-			return fmt.Sprintf("the sliding log said %v, more than its window of %v, after which nothing it counted is in view", wait, w)
+		if wait > w+callTime(asked, at)+waitSlack {
+			return fmt.Sprintf("the sliding log said %v, more than its window of %v%s, after which nothing it counted is in view", wait, w, callTimeNote(asked, at))
 		}
 	case "counter":
 		// Longest when this window is full: until it ends, then until the
@@ -335,9 +359,9 @@ func dishonestWindowWait(cfg Config, wait time.Duration, asked, at time.Time) st
 			return fmt.Sprintf("the sliding counter said %v, but even a full window lets a request in by %v (the next window's start, then %v for the full window's weight to fall by one)", wait, (most - waitSlack).Round(time.Microsecond), w/time.Duration(cfg.CountingLimit))
 		}
 	case "bucket":
-		most := time.Duration(math.Ceil(float64(w)/float64(cfg.CountingLimit))) + waitSlack
-		if wait > most {
-			return fmt.Sprintf("the token bucket said %v, but at %d per %v even an empty bucket has a token within %v", wait, cfg.CountingLimit, w, most-waitSlack)
+		token := time.Duration(math.Ceil(float64(w) / float64(cfg.CountingLimit)))
+		if wait > token+callTime(asked, at)+waitSlack {
+			return fmt.Sprintf("the token bucket said %v, but at %d per %v even an empty bucket has a token within %v%s", wait, cfg.CountingLimit, w, token, callTimeNote(asked, at))
 		}
 	}
 	return ""

@@ -331,7 +331,8 @@ func TestDishonestWindowWait(t *testing.T) {
 		{"fixed", 1400 * time.Millisecond, false},
 		{"fixed", 0, false},
 		{"log", 2 * time.Second, true},
-		{"log", 2*time.Second + 2*time.Microsecond, false},
+		{"log", 2*time.Second + 3*time.Microsecond, true}, // the call took 3 µs
+		{"log", 2*time.Second + 5*time.Microsecond, false},
 		{"counter", time.Nanosecond, true},
 		{"counter", -time.Second, false},
 		// A window full 0.5 s in: 1.5 s to the next, then 0.2 s for the
@@ -388,4 +389,33 @@ func TestGrantLogWait(t *testing.T) {
 	p.end("a", false, now, now, cfg.CountingLimit)
 	assert.NotEmpty(t, p.logWait(cfg, "a", 1800*time.Millisecond, now, now), "judged again once it ended")
 	assert.Empty(t, p.pending, "ended calls leave nothing behind")
+}
+
+// A token bucket's refusal may say at most n/rate, from the limiter's own
+// reading of the clock; that reading may precede a state another caller
+// brought up to date later in the same call, so the call's duration is
+// allowed on top, and nothing more. (On a busy machine the reference keyed
+// limiter, reading the clock before its lock, said up to 132 ms for one
+// token at 70/s in a call that took about as long.)
+func TestDishonestWaitAllowsTheCallsDuration(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Mode = ModeBucket // 70/s, burst 20: one token within 14.285715 ms
+	asked := time.Unix(1_700_000_000, 0)
+	tests := []struct {
+		took, wait time.Duration
+		ok         bool
+	}{
+		{0, 14285715 * time.Nanosecond, true},
+		{0, 15 * time.Millisecond, false},
+		{120 * time.Millisecond, 132 * time.Millisecond, true},
+		{120 * time.Millisecond, 14285715*time.Nanosecond + 120*time.Millisecond + 2*waitSlack, false},
+		{-time.Millisecond, 15 * time.Millisecond, false}, // a clock that stepped back allows nothing
+	}
+	for _, tt := range tests {
+		why := dishonestWait(cfg, 1, tt.wait, asked, asked.Add(tt.took))
+		assert.Equal(t, tt.ok, why == "", "call took %v, wait %v: %q", tt.took, tt.wait, why)
+	}
+	cfg.Counting, cfg.CountingLimit, cfg.CountingWindow = "bucket", 10, 2*time.Second
+	assert.Empty(t, dishonestWindowWait(cfg, 300*time.Millisecond, asked, asked.Add(100*time.Millisecond)))
+	assert.NotEmpty(t, dishonestWindowWait(cfg, 300*time.Millisecond, asked, asked.Add(time.Millisecond)))
 }
