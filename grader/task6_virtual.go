@@ -140,6 +140,9 @@ func (g *grading) distinctClientsVirtual(ctx context.Context, s *session, cfg fa
 	if err != nil {
 		return fault(err)
 	}
+	if fin.Final == nil {
+		return errors.New("the virtual-time session answered the burst without the workers' stats")
+	}
 	keys.failOpen = fin.Final.FailOpen
 	now, err := s.call(ctx, vsession.Request{Op: vsession.OpKeyspace})
 	if err != nil {
