@@ -362,23 +362,32 @@ func (s *suite) retryAfterDateFloor(t *testing.T) {
 	}
 }
 
-// retryAfterJittered checks that fifty clients told the same Retry-After
-// (a random number of seconds, or a date) come back spread over its extra,
-// each within [floor, floor + max(floor/5, 1s)].
+// retryAfterJittered checks that clients told a Retry-After come back
+// within its extra, each in [floor, floor + max(floor/5, 1s)], and spread
+// over it. Twenty-five clients are told the same random value (a number of
+// seconds or a date), so an extra that is not random shows as lockstep;
+// twenty-five more are each told their own, from 1 to 30 seconds in either
+// form. One value a run would often be 5 s or less, where the extra is the
+// second and an extra of half the floor, say, looks the same; among
+// twenty-five independent values nearly every run has several above it.
 func (s *suite) retryAfterJittered(t *testing.T) {
 	r := suitekit.Rand(t)
-	secs := 1 + r.Int64N(30)
-	date := r.Int64N(2) == 0
-	const calls = 50
+	const same, own = 25, 25
 	opts := Options{MaxTries: 3, Base: time.Duration(1 + r.Int64N(int64(100*time.Millisecond))), Cap: time.Hour, Jitter: true, HonorRetryAfter: true}
-	lo, hi := time.Duration(math.MaxInt64), time.Duration(0)
-	for range calls {
-		rep := reply{status: 503, retryAfter: strconv.FormatInt(secs, 10)}
-		if date {
-			rep = reply{status: 503, retryAt: func(now time.Time) string {
-				return now.Truncate(time.Second).Add(time.Duration(secs) * time.Second).UTC().Format(http.TimeFormat)
-			}}
+	// told returns a reply of Retry-After secs seconds, as a number or as
+	// a date.
+	told := func(secs int64, date bool) reply {
+		if !date {
+			return reply{status: 503, retryAfter: strconv.FormatInt(secs, 10)}
 		}
+		return reply{status: 503, retryAt: func(now time.Time) string {
+			return now.Truncate(time.Second).Add(time.Duration(secs) * time.Second).UTC().Format(http.TimeFormat)
+		}}
+	}
+	// extra calls once with rep and returns how long beyond its floor the
+	// client waited, after checking the wait is within the floor's extra.
+	extra := func(rep reply) time.Duration {
+		t.Helper()
 		srv := newServer(rep, status(200))
 		gap := s.retryAfterGap(t, srv, opts, fmt.Sprintf("the server answered %v, then 200", rep))
 		floor, _ := floorOf(srv.attempts[0].retryAfter, srv.attempts[0].at, opts.Cap)
@@ -386,13 +395,22 @@ func (s *suite) retryAfterJittered(t *testing.T) {
 			t.Fatalf("after 503 with Retry-After: %s the client waited %v; want between %v and %v (the floor plus up to a fifth of it or a second, whichever is more)",
 				srv.attempts[0].retryAfter, gap, floor, top)
 		}
+		return gap - floor
+	}
+	secs, date := 1+r.Int64N(30), r.Int64N(2) == 0
+	lo, hi := time.Duration(math.MaxInt64), time.Duration(0)
+	for range same {
 		// Dates make each floor a little different: compare the extras.
-		lo, hi = min(lo, gap-floor), max(hi, gap-floor)
+		e := extra(told(secs, date))
+		lo, hi = min(lo, e), max(hi, e)
 	}
 	if hi-lo < 50*time.Millisecond {
 		t.Errorf("%d calls told the same Retry-After (%d s%s) waited between %v and %v beyond it; want a spread of at least 50ms\n"+
 			"add a little random jitter on top of Retry-After, or every client the server told the same thing comes back in lockstep",
-			calls, secs, map[bool]string{true: ", as a date", false: ""}[date], lo, hi)
+			same, secs, map[bool]string{true: ", as a date", false: ""}[date], lo, hi)
+	}
+	for range own {
+		extra(told(1+r.Int64N(30), r.Int64N(2) == 0))
 	}
 }
 
