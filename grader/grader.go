@@ -54,9 +54,10 @@ type Options struct {
 	RedisURL string
 	// Progress, if set, is told about once a second how a flood is going.
 	Progress func(run string, elapsed, total time.Duration, sent int64)
-	// Calibration, if set and not OK, stops every flood: the machine
-	// cannot honour the lesson's rates, and the grader says so instead of
-	// failing the learner.
+	// Calibration, if set and not OK, stops every wall-clock flood: the
+	// machine cannot honour the lesson's rates, and the grader says so
+	// instead of failing the learner. Floods in virtual time run all the
+	// same (NeedsCalibration).
 	Calibration *Calibration
 	// Seed fixes every random input of the unit suites, to replay a run
 	// (grade --seed N); 0 draws a new one.
@@ -283,7 +284,7 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 			doc.Checks = append(doc.Checks, editedCheck(task.ID, rec.Edited))
 			doc.Notes = append(doc.Notes, "frozen tests edited: this score is not valid")
 		}
-		if c := opts.Calibration; c != nil && !c.OK && !opts.UnitOnly {
+		if c := opts.Calibration; c != nil && !c.OK && NeedsCalibration(task, opts) {
 			doc.Notes = append(doc.Notes, "calibration failed: "+c.Reason+"; floods were not run")
 			opts.UnitOnly = true
 			g.opts.UnitOnly = true

@@ -33,7 +33,12 @@ const task6SessionRedis = "the virtual-time session's miniredis, on the bubble's
 // givenRedis reports whether the grading was given a Redis (--redis URL),
 // which task 6 is then judged by, on the wall clock.
 func (g *grading) givenRedis() bool {
-	return g.opts.RedisURL != "" && g.opts.RedisURL != RedisOff
+	return givenRedis(g.opts.RedisURL)
+}
+
+// givenRedis reports whether url names a Redis to judge task 6 by.
+func givenRedis(url string) bool {
+	return url != "" && url != RedisOff
 }
 
 // floodTask6Virtual is floodTask6 in virtual time.

@@ -62,7 +62,23 @@ func stuckError(budget time.Duration) error {
 // virtual reports whether this grading floods the fake GPU in virtual time.
 // Task 6 given a Redis (--redis URL) is judged by it on the wall clock.
 func (g *grading) virtual() bool {
-	return g.opts.Virtual && virtualTasks[g.task.ID] != "" && !(g.task.ID == "task6" && g.givenRedis())
+	return floodsVirtual(g.task, g.opts)
+}
+
+// floodsVirtual reports whether grading task with opts floods in virtual
+// time.
+func floodsVirtual(task Task, opts Options) bool {
+	return opts.Virtual && virtualTasks[task.ID] != "" && !(task.ID == "task6" && givenRedis(opts.RedisURL))
+}
+
+// NeedsCalibration reports whether grading task with opts sends floods on
+// the wall clock, whose figures hold only on a machine that keeps the
+// lesson's rates (Calibrate). Virtual-time floods are the model's on any
+// machine, however busy; the few wall-clock checks beside them (idle CPU,
+// memory, time per call) judge the code's own use of the machine, with
+// margins of ten times and more, and need no calibration.
+func NeedsCalibration(task Task, opts Options) bool {
+	return !opts.UnitOnly && task.grade != nil && !floodsVirtual(task, opts)
 }
 
 // session is a virtual-time session running as a child process.

@@ -127,11 +127,15 @@ func TestVirtualGradingIsTheModel(t *testing.T) {
 		t.Run(id, func(t *testing.T) {
 			task, ok := Lookup(id)
 			require.True(t, ok)
+			// A machine too busy to keep the lesson's rates stops
+			// wall-clock floods; virtual ones run all the same.
+			busy := &Calibration{Reason: "set by the test: a machine too busy for wall-clock floods"}
 			doc, err := Grade(context.Background(), task, Options{
-				Impl: Solutions, Root: repoRoot(t), Virtual: true, allowEdited: true, Log: testLog{t},
+				Impl: Solutions, Root: repoRoot(t), Virtual: true, allowEdited: true, Log: testLog{t}, Calibration: busy,
 			})
 			require.NoError(t, err)
 			assert.Equal(t, doc.MaxScore, doc.Score, failedMessages(doc))
+			assert.Nil(t, findCheck(doc, "calibration"), "a failed calibration does not stop virtual-time floods")
 			virtual := 0
 			for _, run := range doc.Runs {
 				if !run.IsVirtual() {
@@ -174,5 +178,20 @@ func TestVirtualGradingIsTheModel(t *testing.T) {
 			assert.Positive(t, virtual, "some floods, storms, judgments or measurements ran in virtual time")
 			assert.Contains(t, strings.Join(doc.Notes, "\n"), "virtual time")
 		})
+	}
+}
+
+// TestNeedsCalibration: only wall-clock floods wait for a machine that
+// keeps the lesson's rates.
+func TestNeedsCalibration(t *testing.T) {
+	for _, task := range Tasks() {
+		virtual := Options{Virtual: true}
+		assert.False(t, NeedsCalibration(task, virtual), "%s in virtual time", task.ID)
+		assert.True(t, NeedsCalibration(task, Options{}), "%s on the wall clock (--real)", task.ID)
+		assert.False(t, NeedsCalibration(task, Options{UnitOnly: true}), "%s: unit tests only", task.ID)
+		virtual.RedisURL = "redis://127.0.0.1:6379"
+		assert.Equal(t, task.ID == "task6", NeedsCalibration(task, virtual), "%s given --redis", task.ID)
+		virtual.RedisURL = RedisOff
+		assert.False(t, NeedsCalibration(task, virtual), "%s with --redis off", task.ID)
 	}
 }
