@@ -465,6 +465,12 @@ func postMessage(ctx context.Context, hc *http.Client, url, key string, p provid
 	if err != nil {
 		return err
 	}
+	return postBody(ctx, hc, url, key, body)
+}
+
+// postBody is postMessage with p already encoded: a loop that sends the
+// same call many times encodes it once, as an SDK's retries do.
+func postBody(ctx context.Context, hc *http.Client, url, key string, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/messages", bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -489,9 +495,13 @@ func postMessage(ctx context.Context, hc *http.Client, url, key string, p provid
 // waiting what retry-after says if it is between 0 and 60 s, otherwise
 // 0.5 s × 2^k (at most 8 s) less up to a quarter of jitter.
 func naiveCall(ctx context.Context, hc *http.Client, url, key string, p provider.MessageParams) error {
+	body, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
 	const retries = 2
 	for k := 0; ; k++ {
-		err := postMessage(ctx, hc, url, key, p)
+		err := postBody(ctx, hc, url, key, body)
 		if err == nil || ctx.Err() != nil || k == retries {
 			return err
 		}
@@ -513,8 +523,12 @@ func naiveCall(ctx context.Context, hc *http.Client, url, key string, p provider
 // sleep1Call is the lesson's loop: on a 429, a 529 or a connection error,
 // sleep one second and try again, for as long as it takes.
 func sleep1Call(ctx context.Context, hc *http.Client, url, key string, p provider.MessageParams) error {
+	body, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
 	for {
-		err := postMessage(ctx, hc, url, key, p)
+		err := postBody(ctx, hc, url, key, body)
 		if err == nil || ctx.Err() != nil {
 			return err
 		}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -573,4 +575,37 @@ func TestListen(t *testing.T) {
 	assert.Equal(t, 10, m.Usage.InputTokens)
 	require.NoError(t, in.Close())
 	require.NoError(t, in.Close(), "Close is idempotent")
+}
+
+// The memo of parsed bodies answers exactly as a fresh parse does: the
+// same body to count_tokens and then to messages is judged by each path's
+// rules, a bad body stays bad, and the memo holds at most maxMemoParams.
+func TestParamsMemoAnswersAsParsingDoes(t *testing.T) {
+	s := newServer(t, testConfig())
+	noMax := params(5, 0)
+	require.Equal(t, 200, post(s, "k", "/v1/messages/count_tokens", noMax).Code)
+	assert.Equal(t, 400, post(s, "k", "/v1/messages", noMax).Code, "max_tokens is required here, whatever count_tokens accepted")
+	assert.Equal(t, 200, post(s, "k", "/v1/messages/count_tokens", noMax).Code)
+	for range 2 {
+		assert.Equal(t, 400, post(s, "k", "/v1/messages/count_tokens", []byte(`{"model":"claude-fake"}`)).Code, "no messages")
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("random token counts from seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	for range 200 {
+		n := 1 + rng.IntN(5000)
+		fresh := newServer(t, testConfig())
+		want := post(fresh, "k", "/v1/messages/count_tokens", params(n, 0)).Body.String()
+		for range 2 {
+			assert.Equal(t, want, post(s, "k", "/v1/messages/count_tokens", params(n, 0)).Body.String(), "%d tokens", n)
+		}
+	}
+	for i := range maxMemoParams + 10 {
+		p := params(1+i%7, 0)
+		p.System = Blocks{Text(fmt.Sprint("body ", i))}
+		post(s, "k", "/v1/messages/count_tokens", p)
+	}
+	s.parsed.mu.Lock()
+	defer s.parsed.mu.Unlock()
+	assert.LessOrEqual(t, len(s.parsed.byID), maxMemoParams)
 }

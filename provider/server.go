@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"math"
 	"net/http"
@@ -37,6 +38,8 @@ type Server struct {
 
 	mu   sync.Mutex
 	keys map[string]*account // guarded by mu
+
+	parsed paramsMemo
 }
 
 // New returns a Server for cfg, or the error of cfg.Validate.
@@ -271,7 +274,8 @@ type admission struct {
 
 // admit decides whether p may go now and, if so, charges it. Call with
 // a.mu held.
-func (a *account) admit(now time.Time, p MessageParams) admission {
+func (a *account) admit(now time.Time, req parsed) admission {
+	p := req.p
 	a.requests.advance(now)
 	a.input.advance(now)
 	a.output.advance(now)
@@ -285,7 +289,7 @@ func (a *account) admit(now time.Time, p MessageParams) admission {
 	// marked prefix, if longer and big enough, is written (and charged) and
 	// becomes readable once this reply is done. Tokens written up to the
 	// last 1h breakpoint are written for an hour, the rest for 5 minutes.
-	bps := breakpoints(p)
+	bps := req.breakpoints
 	read := 0
 	var readKey string
 	hit := func(c prefix) {
@@ -312,7 +316,7 @@ func (a *account) admit(now time.Time, p MessageParams) admission {
 			}
 		}
 	}
-	total := CountTokens(p)
+	total := req.tokens
 	uncached := total - read
 
 	var adm admission
@@ -433,7 +437,8 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	a.stats.Requests++
 	a.mu.Unlock()
 
-	p, status, msg := readParams(w, r, true)
+	req, status, msg := s.parsed.read(w, r, true)
+	p := req.p
 	if status != 0 {
 		a.mu.Lock()
 		a.stats.Invalid++
@@ -458,7 +463,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 
 	a.mu.Lock()
-	adm := a.admit(now, p)
+	adm := a.admit(now, req)
 	if adm.spend || adm.wait > 0 {
 		a.setHeaders(w.Header(), now)
 		a.mu.Unlock()
@@ -535,7 +540,7 @@ func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	a.stats.CountTokensCalls++
 	a.mu.Unlock()
-	p, status, msg := readParams(w, r, false)
+	req, status, msg := s.parsed.read(w, r, false)
 	if status != 0 {
 		typ := ErrorInvalidRequest
 		if status == http.StatusRequestEntityTooLarge {
@@ -544,7 +549,7 @@ func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, typ, msg, "")
 		return
 	}
-	writeJSON(w, http.StatusOK, TokenCount{InputTokens: CountTokens(p)})
+	writeJSON(w, http.StatusOK, TokenCount{InputTokens: req.tokens})
 }
 
 func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
@@ -558,17 +563,81 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 // maxBreakpoints is the most blocks with cache_control a request may have.
 const maxBreakpoints = 4
 
-// readParams reads and checks the body of r. On a bad request it returns a
-// status (400 or 413) and the message to send.
-func readParams(w http.ResponseWriter, r *http.Request, needMaxTokens bool) (MessageParams, int, string) {
+// parsed is a checked request body and what admitting it needs: its
+// cache breakpoints and its input tokens.
+type parsed struct {
+	p           MessageParams
+	breakpoints []breakpoint
+	tokens      int
+}
+
+// paramsMemo remembers recent request bodies parsed, by their hash, so
+// that a client that sends the same body again (a retry loop sends it
+// dozens of times) costs a hash instead of a JSON parse and a token count:
+// in task 5's judge those were 60% of the fake API's time. It answers
+// exactly as parsing again would; what it returns is shared and only read.
+// Bodies that fail their checks are not remembered.
+type paramsMemo struct {
+	seeds [2]maphash.Seed // random per server: no client can aim for a collision
+	once  sync.Once
+	mu    sync.Mutex
+	byID  map[paramsID]parsed
+}
+
+// paramsID is a body's 128-bit hash and whether max_tokens was required.
+type paramsID struct {
+	sum           [2]uint64
+	needMaxTokens bool
+}
+
+// maxMemoParams bounds paramsMemo: when full it starts again, so a flood
+// of distinct bodies holds at most this many.
+const maxMemoParams = 4096
+
+// read reads and checks the body of r, remembering what it parsed. On a
+// bad request it returns a status (400 or 413) and the message to send.
+func (m *paramsMemo) read(w http.ResponseWriter, r *http.Request, needMaxTokens bool) (parsed, int, string) {
+	body, status, msg := readBody(w, r)
+	if status != 0 {
+		return parsed{}, status, msg
+	}
+	m.once.Do(func() { m.seeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()} })
+	id := paramsID{[2]uint64{maphash.Bytes(m.seeds[0], body), maphash.Bytes(m.seeds[1], body)}, needMaxTokens}
+	m.mu.Lock()
+	req, ok := m.byID[id]
+	m.mu.Unlock()
+	if ok {
+		return req, 0, ""
+	}
+	p, status, msg := parseParams(body, needMaxTokens)
+	if status != 0 {
+		return parsed{}, status, msg
+	}
+	req = parsed{p: p, breakpoints: breakpoints(p), tokens: CountTokens(p)}
+	m.mu.Lock()
+	if m.byID == nil || len(m.byID) >= maxMemoParams {
+		m.byID = make(map[paramsID]parsed)
+	}
+	m.byID[id] = req
+	m.mu.Unlock()
+	return req, 0, ""
+}
+
+// readBody reads the body of r, at most maxBody bytes.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, string) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return MessageParams{}, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", maxBody)
+			return nil, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", maxBody)
 		}
-		return MessageParams{}, http.StatusBadRequest, "could not read the request body: " + err.Error()
+		return nil, http.StatusBadRequest, "could not read the request body: " + err.Error()
 	}
+	return body, 0, ""
+}
+
+// parseParams decodes and checks a request body.
+func parseParams(body []byte, needMaxTokens bool) (MessageParams, int, string) {
 	var p MessageParams
 	if err := json.Unmarshal(body, &p); err != nil {
 		return MessageParams{}, http.StatusBadRequest, "invalid JSON body: " + err.Error()
