@@ -152,6 +152,9 @@ type grading struct {
 	// session is the virtual-time session of Options.Virtual, started on
 	// first use and ended with the grading.
 	session *session
+	// prebuilt is the build of the session binary begun beside the unit
+	// stage (prebuild), if any.
+	prebuilt *sessionBuild
 }
 
 func (g *grading) logf(format string, args ...any) {

@@ -51,6 +51,7 @@ func (g *grading) unit(ctx context.Context) (notReady string, err error) {
 	u := g.task.Unit
 	file := g.file()
 	prefix := fmt.Sprintf("task %d (%s)", g.task.Number, file)
+	g.prebuild(ctx)
 	g.logf("  unit tests: go test -race ./%s/%s", g.opts.Impl, u.Package)
 	overlay, err := writeOverlay(g.tmp, g.opts.Root, g.opts.Replace)
 	if err != nil {

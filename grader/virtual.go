@@ -94,32 +94,26 @@ type session struct {
 }
 
 // vsession returns the grading's session, building and starting it on
-// first use; it ends with the grading (g.closeSession).
+// first use (the build begun beside the unit stage, if prebuild did); it
+// ends with the grading (g.closeSession).
 func (g *grading) vsession(ctx context.Context) (*session, error) {
 	if g.session != nil {
 		return g.session, nil
 	}
-	cmdName := virtualTasks[g.task.ID]
-	var tags []string
-	if g.opts.Impl == Exercises && g.task.Unit != nil {
-		tags = []string{"ratelab_ex_" + g.task.Unit.Package}
+	if g.prebuilt == nil {
+		g.logf("  building the virtual-time session ...")
+		g.prebuilt = g.buildSession(ctx)
 	}
-	tags = referenceTags(g.opts.Root, tags)
-	overlay, err := writeOverlay(g.tmp, g.opts.Root, g.opts.Replace)
+	b := g.prebuilt
+	var bin string
+	var err error
+	select {
+	case <-b.done:
+		bin, err = b.bin, b.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	if err != nil {
-		return nil, err
-	}
-	// The command itself, with its session mode compiled in (vsession.Run),
-	// named as the wall clock's build of it: to the graded code the
-	// session looks like the program it stands for.
-	dir := filepath.Join(g.tmp, "bin")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	bin := filepath.Join(dir, cmdName+"-"+strings.Join(append([]string{"ref"}, tags...), "-"))
-	g.logf("  building the virtual-time session ...")
-	if _, err := compile(ctx, g.opts.Root, g.tmp, bin, []string{"build", "-o", bin},
-		"./cmd/"+cmdName, append(tags, "ratelab_vsession"), overlay); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -135,6 +129,57 @@ func (g *grading) vsession(ctx context.Context) (*session, error) {
 	}
 	g.session = s
 	return s, nil
+}
+
+// sessionBuild is a build of the session binary, under way or done.
+type sessionBuild struct {
+	done   chan struct{} // closed when bin and err are set
+	bin    string
+	err    error
+	cancel context.CancelFunc
+}
+
+// prebuild starts building the session binary in the background, so that
+// it compiles while the unit stage runs: a grading in virtual time needs
+// both, and each takes seconds. Nothing waits for a build nobody uses but
+// the end of the grading (g.closeSession), which stops it.
+func (g *grading) prebuild(ctx context.Context) {
+	if g.virtual() && !g.opts.UnitOnly && g.prebuilt == nil {
+		g.logf("  building the virtual-time session, beside the unit tests ...")
+		g.prebuilt = g.buildSession(ctx)
+	}
+}
+
+// buildSession starts compiling the command the task's session runs, with
+// the graded code and its session mode compiled in (vsession.Run), named as
+// the wall clock's build of it: to the graded code the session looks like
+// the program it stands for. It has a folder of its own for its overlay,
+// so that it can run beside the unit stage.
+func (g *grading) buildSession(ctx context.Context) *sessionBuild {
+	ctx, cancel := context.WithCancel(ctx)
+	b := &sessionBuild{done: make(chan struct{}), cancel: cancel}
+	cmdName := virtualTasks[g.task.ID]
+	var tags []string
+	if g.opts.Impl == Exercises && g.task.Unit != nil {
+		tags = []string{"ratelab_ex_" + g.task.Unit.Package}
+	}
+	tags = referenceTags(g.opts.Root, tags)
+	dir := filepath.Join(g.tmp, "session")
+	b.bin = filepath.Join(dir, cmdName+"-"+strings.Join(append([]string{"ref"}, tags...), "-"))
+	go func() {
+		defer close(b.done)
+		if b.err = os.MkdirAll(dir, 0o755); b.err != nil {
+			return
+		}
+		overlay, err := writeOverlay(dir, g.opts.Root, g.opts.Replace)
+		if err != nil {
+			b.err = err
+			return
+		}
+		_, b.err = compile(ctx, g.opts.Root, dir, b.bin, []string{"build", "-o", b.bin},
+			"./cmd/"+cmdName, append(tags, "ratelab_vsession"), overlay)
+	}()
+	return b
 }
 
 // startSession runs the session binary bin as a child process in a process
@@ -253,11 +298,17 @@ func (s *session) close() {
 	s.cancel()
 }
 
-// closeSession ends the grading's session, if it started one.
+// closeSession ends the grading's session, if it started one, and stops
+// a build of it nobody used.
 func (g *grading) closeSession() {
 	if g.session != nil {
 		g.session.close()
 		g.session = nil
+	}
+	if b := g.prebuilt; b != nil {
+		b.cancel()
+		<-b.done
+		g.prebuilt = nil
 	}
 }
 
