@@ -30,13 +30,8 @@ import (
 // task6SessionRedis names the Redis of a virtual-time grading in messages.
 const task6SessionRedis = "the virtual-time session's miniredis, on the bubble's clock"
 
-// givenRedis reports whether the grading was given a Redis (--redis URL),
-// which task 6 is then judged by, on the wall clock.
-func (g *grading) givenRedis() bool {
-	return givenRedis(g.opts.RedisURL)
-}
-
-// givenRedis reports whether url names a Redis to judge task 6 by.
+// givenRedis reports whether url names a Redis to judge task 6 by (--redis
+// URL), which then judges it on the wall clock.
 func givenRedis(url string) bool {
 	return url != "" && url != RedisOff
 }
