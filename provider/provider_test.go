@@ -600,6 +600,19 @@ func TestParamsMemoAnswersAsParsingDoes(t *testing.T) {
 			assert.Equal(t, want, post(s, "k", "/v1/messages/count_tokens", params(n, 0)).Body.String(), "%d tokens", n)
 		}
 	}
+	big := params(40000, 0)
+	raw, err := json.Marshal(big)
+	require.NoError(t, err)
+	require.Greater(t, len(raw), maxMemoBody)
+	s.parsed.mu.Lock()
+	held := len(s.parsed.byID)
+	s.parsed.mu.Unlock()
+	for range 2 {
+		assert.JSONEq(t, `{"input_tokens":40000}`, post(s, "k", "/v1/messages/count_tokens", raw).Body.String())
+	}
+	s.parsed.mu.Lock()
+	assert.Equal(t, held, len(s.parsed.byID), "a body over maxMemoBody is parsed every time, not held")
+	s.parsed.mu.Unlock()
 	for i := range maxMemoParams + 10 {
 		p := params(1+i%7, 0)
 		p.System = Blocks{Text(fmt.Sprint("body ", i))}

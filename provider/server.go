@@ -591,8 +591,13 @@ type paramsID struct {
 }
 
 // maxMemoParams bounds paramsMemo: when full it starts again, so a flood
-// of distinct bodies holds at most this many.
-const maxMemoParams = 4096
+// of distinct bodies holds at most this many; bodies over maxMemoBody bytes
+// are parsed every time, so it holds at most 256 MiB (task 5's bodies are
+// about 12 KB, a few tens of MB in all).
+const (
+	maxMemoParams = 4096
+	maxMemoBody   = 64 << 10
+)
 
 // read reads and checks the body of r, remembering what it parsed. On a
 // bad request it returns a status (400 or 413) and the message to send.
@@ -600,6 +605,9 @@ func (m *paramsMemo) read(w http.ResponseWriter, r *http.Request, needMaxTokens 
 	body, status, msg := readBody(w, r)
 	if status != 0 {
 		return parsed{}, status, msg
+	}
+	if len(body) > maxMemoBody {
+		return parseRequest(body, needMaxTokens)
 	}
 	m.once.Do(func() { m.seeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()} })
 	id := paramsID{[2]uint64{maphash.Bytes(m.seeds[0], body), maphash.Bytes(m.seeds[1], body)}, needMaxTokens}
@@ -609,11 +617,10 @@ func (m *paramsMemo) read(w http.ResponseWriter, r *http.Request, needMaxTokens 
 	if ok {
 		return req, 0, ""
 	}
-	p, status, msg := parseParams(body, needMaxTokens)
+	req, status, msg = parseRequest(body, needMaxTokens)
 	if status != 0 {
 		return parsed{}, status, msg
 	}
-	req = parsed{p: p, breakpoints: breakpoints(p), tokens: CountTokens(p)}
 	m.mu.Lock()
 	if m.byID == nil || len(m.byID) >= maxMemoParams {
 		m.byID = make(map[paramsID]parsed)
@@ -621,6 +628,16 @@ func (m *paramsMemo) read(w http.ResponseWriter, r *http.Request, needMaxTokens 
 	m.byID[id] = req
 	m.mu.Unlock()
 	return req, 0, ""
+}
+
+// parseRequest parses and checks a body and works out what admitting it
+// needs.
+func parseRequest(body []byte, needMaxTokens bool) (parsed, int, string) {
+	p, status, msg := parseParams(body, needMaxTokens)
+	if status != 0 {
+		return parsed{}, status, msg
+	}
+	return parsed{p: p, breakpoints: breakpoints(p), tokens: CountTokens(p)}, 0, ""
 }
 
 // readBody reads the body of r, at most maxBody bytes.
