@@ -2,6 +2,7 @@ package grader
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -72,11 +73,15 @@ func floodsVirtual(task Task, opts Options) bool {
 }
 
 // NeedsCalibration reports whether grading task with opts sends floods on
-// the wall clock, whose figures hold only on a machine that keeps the
-// lesson's rates (Calibrate). Virtual-time floods are the model's on any
-// machine, however busy; the few wall-clock checks beside them (idle CPU,
-// memory, time per call) judge the code's own use of the machine, with
-// margins of ten times and more, and need no calibration.
+// the wall clock whose figures are held to the model's, which holds only
+// on a machine that keeps the lesson's rates (Calibrate). Virtual-time
+// floods are the model's on any machine, however busy. The wall-clock
+// work beside them (task 2's short flood before its idle-CPU check, task
+// 3's many-keys flood, the time per call) judges the code's own use of
+// the machine from the server's own records (its CPU while idle, its
+// heap, its per-client counts, every refusal's wait) or with margins of
+// ten times and more, none of which a busy machine turns against correct
+// code, and needs no calibration.
 func NeedsCalibration(task Task, opts Options) bool {
 	return !opts.UnitOnly && task.grade != nil && !floodsVirtual(task, opts)
 }
@@ -114,8 +119,9 @@ func (g *grading) vsession(ctx context.Context) (*session, error) {
 		return nil, ctx.Err()
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+			g.prebuilt = nil // stopped, not failed: the next call builds again
+			return nil, cmp.Or(ctx.Err(), err)
 		}
 		return nil, g.learnerFault("the virtual-time session", err)
 	}

@@ -161,7 +161,7 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 		fmt.Fprintf(human, "calibration: %d of %d requests at %g/s sent, send lag p99 %.1f ms, a 100 ms sleep overshoots by %.2f ms: %s\n",
 			cal.Issued, cal.Expected, cal.CalibrateRate, cal.SendLagP99MS, cal.SleepOverMS, map[bool]string{true: "ok", false: "NOT OK, " + cal.Reason}[cal.OK])
 	} else {
-		fmt.Fprintln(human, "no calibration: every flood runs in virtual time, the same on any machine however busy")
+		fmt.Fprintln(human, "no calibration: the floods the model predicts run in virtual time, the same on any machine however busy; the few on the wall clock beside them are judged from the server's own records")
 	}
 	fmt.Fprintf(human, "random unit-test inputs from seed %d (replay them with --seed %d)\n", seed, seed)
 	var doc *results.Document
