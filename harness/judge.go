@@ -458,19 +458,11 @@ func errorKind(err error) string {
 	return msg
 }
 
-// postMessage sends p once with the API key and returns nil for a 200, an
-// *provider.APIError for another status, or the transport's error.
-func postMessage(ctx context.Context, hc *http.Client, url, key string, p provider.MessageParams) error {
-	body, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	return postBody(ctx, hc, url, key, body)
-}
-
-// postBody is postMessage with p already encoded: a loop that sends the
-// same call many times encodes it once, as an SDK's retries do.
-func postBody(ctx context.Context, hc *http.Client, url, key string, body []byte) error {
+// postMessage sends an encoded call once with the API key and returns nil
+// for a 200, an *provider.APIError for another status, or the transport's
+// error. Loops that send the same call many times encode it once, as an
+// SDK's retries do.
+func postMessage(ctx context.Context, hc *http.Client, url, key string, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/messages", bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -501,7 +493,7 @@ func naiveCall(ctx context.Context, hc *http.Client, url, key string, p provider
 	}
 	const retries = 2
 	for k := 0; ; k++ {
-		err := postBody(ctx, hc, url, key, body)
+		err := postMessage(ctx, hc, url, key, body)
 		if err == nil || ctx.Err() != nil || k == retries {
 			return err
 		}
@@ -528,7 +520,7 @@ func sleep1Call(ctx context.Context, hc *http.Client, url, key string, p provide
 		return err
 	}
 	for {
-		err := postBody(ctx, hc, url, key, body)
+		err := postMessage(ctx, hc, url, key, body)
 		if err == nil || ctx.Err() != nil {
 			return err
 		}

@@ -131,7 +131,11 @@ func TestJudge(t *testing.T) {
 				panic("not implemented")
 			}
 			return creatorFunc(func(ctx context.Context, p provider.MessageParams) (*provider.Message, error) {
-				return &provider.Message{}, postMessage(ctx, o.HTTPClient, o.BaseURL, o.APIKey, p)
+				body, err := json.Marshal(p)
+				if err != nil {
+					return nil, err
+				}
+				return &provider.Message{}, postMessage(ctx, o.HTTPClient, o.BaseURL, o.APIKey, body)
 			})
 		},
 	})

@@ -54,6 +54,7 @@ func New(cfg Config) (*Server, error) {
 		mux:     http.NewServeMux(),
 		closing: make(chan struct{}),
 		keys:    make(map[string]*account),
+		parsed:  paramsMemo{seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}},
 	}
 	s.mux.HandleFunc("POST /v1/messages", s.handleMessages)
 	s.mux.HandleFunc("POST /v1/messages/count_tokens", s.handleCountTokens)
@@ -578,8 +579,7 @@ type parsed struct {
 // exactly as parsing again would; what it returns is shared and only read.
 // Bodies that fail their checks are not remembered.
 type paramsMemo struct {
-	seeds [2]maphash.Seed // random per server: no client can aim for a collision
-	once  sync.Once
+	seeds [2]maphash.Seed // random per server (New): no client can aim for a collision
 	mu    sync.Mutex
 	byID  map[paramsID]parsed
 }
@@ -609,7 +609,6 @@ func (m *paramsMemo) read(w http.ResponseWriter, r *http.Request, needMaxTokens 
 	if len(body) > maxMemoBody {
 		return parseRequest(body, needMaxTokens)
 	}
-	m.once.Do(func() { m.seeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()} })
 	id := paramsID{[2]uint64{maphash.Bytes(m.seeds[0], body), maphash.Bytes(m.seeds[1], body)}, needMaxTokens}
 	m.mu.Lock()
 	req, ok := m.byID[id]
