@@ -86,32 +86,51 @@ const quietNotice = 10 * time.Second
 // with a timeout, and parses what it reports. When a subtest hangs until
 // the timeout, or crashes the test binary, the suite runs again without it
 // (up to maxReruns times), so that every other check still gets a verdict.
+// A suite may run subtests side by side (task 6 runs its two backends at
+// once); when several were running as the binary stopped, it cannot tell
+// which one stopped it, so the suite first runs again one test at a time
+// (-parallel=1), and that run names the culprit.
 func runUnit(ctx context.Context, u unitRun) *unitResult {
-	res := runGoTest(ctx, u, true, nil)
+	res := runGoTest(ctx, u, true, false, nil)
 	if res.noRace {
-		res = runGoTest(ctx, u, false, nil)
+		res = runGoTest(ctx, u, false, false, nil)
 		res.noRace = true
 	}
+	serial := false
 	for res.reruns < maxReruns && res.err == nil && !res.buildFailed && ctx.Err() == nil {
 		culprits := res.interrupted()
 		if len(culprits) == 0 {
 			break
 		}
 		why := res.crash()
+		if len(culprits) > 1 && !serial {
+			serial = true
+			if u.logf != nil {
+				u.logf("    the test binary stopped (%s) while %s ran side by side; running the tests again one at a time to tell which", why, strings.Join(culprits, ", "))
+			}
+			res.merge(runGoTest(ctx, u, !res.noRace, true, res.skipped()))
+			res.reruns-- // telling the culprits apart is not one of the reruns without them
+			continue
+		}
 		for _, c := range culprits {
 			res.stuck[c] = why
-		}
-		var skip []string
-		for c := range res.stuck {
-			skip = append(skip, c)
 		}
 		if u.logf != nil {
 			u.logf("    %s stopped the test binary (%s); running the other tests again without it", strings.Join(culprits, ", "), why)
 		}
-		again := runGoTest(ctx, u, !res.noRace, skip)
-		res.merge(again)
+		res.merge(runGoTest(ctx, u, !res.noRace, serial, res.skipped()))
 	}
 	return res
+}
+
+// skipped lists the subtests found to hang or crash, which reruns skip.
+func (r *unitResult) skipped() []string {
+	var skip []string
+	for c := range r.stuck {
+		skip = append(skip, c)
+	}
+	sort.Strings(skip)
+	return skip
 }
 
 // interrupted returns the innermost tests that were running when the test
@@ -155,6 +174,9 @@ func (r *unitResult) merge(again *unitResult) {
 			r.output[name] = lines
 		}
 	}
+	for name := range again.running {
+		r.output[name] = again.output[name] // what it printed as the rerun stopped
+	}
 	r.pkgOutput = again.pkgOutput
 	r.running = again.running
 	if again.err != nil {
@@ -186,10 +208,15 @@ func skipPattern(names []string) string {
 	return strings.Join(parts, "/")
 }
 
-func runGoTest(ctx context.Context, u unitRun, race bool, skip []string) *unitResult {
+// runGoTest runs the suite once: with the race detector if race, one test
+// at a time if serial, without the subtests in skip.
+func runGoTest(ctx context.Context, u unitRun, race, serial bool, skip []string) *unitResult {
 	args := []string{"test", "-json", "-count=1", fmt.Sprintf("-timeout=%s", u.timeout)}
 	if race {
 		args = append(args, "-race")
+	}
+	if serial {
+		args = append(args, "-parallel=1")
 	}
 	if len(u.tags) > 0 {
 		args = append(args, "-tags="+strings.Join(u.tags, ","))
@@ -327,10 +354,13 @@ func parseTestJSON(out io.Reader, res *unitResult, events chan<- struct{}) {
 			}
 		case "build-fail":
 			res.buildFailed = true
-		case "run":
+		case "run", "cont":
 			if ev.Test != "" {
 				res.running[ev.Test] = true
 			}
+		case "pause":
+			// A parallel test waiting for its turn is not running.
+			delete(res.running, ev.Test)
 		case "output":
 			if ev.Test == "" {
 				res.pkgOutput = append(res.pkgOutput, strings.TrimRight(ev.Output, "\n"))
@@ -349,18 +379,35 @@ func parseTestJSON(out io.Reader, res *unitResult, events chan<- struct{}) {
 }
 
 // crash describes why the test binary stopped early, or "" if it did not.
-// It reads what was printed outside any test and by the tests that were
-// still running when the binary stopped: a panic in a test that went on
-// to fail normally is that test's failure, not a crash.
+// It reads what was printed outside any test, by the tests that were
+// still running when the binary stopped, and after the result line of a
+// test that had ended (go test gives a line it cannot place to the test
+// that printed last, which with parallel tests may be one that ended): a
+// panic in a test that went on to fail normally is that test's failure,
+// not a crash.
 func (r *unitResult) crash() string {
 	all := append([]string(nil), r.pkgOutput...)
-	names := make([]string, 0, len(r.running))
-	for name := range r.running {
+	names := make([]string, 0, len(r.output))
+	for name := range r.output {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		all = append(all, r.output[name]...)
+		lines := r.output[name]
+		if !r.running[name] {
+			end := -1
+			for i, l := range lines {
+				switch t := strings.TrimLeft(l, " "); {
+				case strings.HasPrefix(t, "--- PASS"), strings.HasPrefix(t, "--- FAIL"), strings.HasPrefix(t, "--- SKIP"):
+					end = i // its result line: what follows is not its own
+				}
+			}
+			if end < 0 {
+				continue
+			}
+			lines = lines[end+1:]
+		}
+		all = append(all, lines...)
 	}
 	for i, l := range all {
 		switch {

@@ -223,3 +223,49 @@ func TestPlannedChecksAreDistinct(t *testing.T) {
 		}
 	}
 }
+
+// TestCrashBesideAParallelTestBlamesOne runs a suite whose two subtests run
+// side by side, one of which crashes the test binary from a goroutine of
+// its own while the other is still running: the crash is blamed on the one
+// that crashed, and the other gets its own verdict.
+func TestCrashBesideAParallelTestBlamesOne(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a test binary three times")
+	}
+	root := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(root, "go.mod"), []byte("module crashmod\n\ngo 1.26\n"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "p"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "p", "p_test.go"), []byte(`package p
+
+import (
+	"testing"
+	"time"
+)
+
+func TestSuite(t *testing.T) {
+	for _, group := range []string{"Slow", "Crashing"} {
+		t.Run(group, func(t *testing.T) {
+			t.Parallel()
+			t.Run("Check", func(t *testing.T) {
+				if group == "Slow" {
+					time.Sleep(1500 * time.Millisecond)
+					return
+				}
+				done := make(chan struct{})
+				go func() {
+					time.Sleep(300 * time.Millisecond)
+					panic("a goroutine of the code under test panicked")
+				}()
+				<-done
+			})
+		})
+	}
+}
+`), 0o644))
+	res := runUnit(context.Background(), unitRun{root: root, pkgDir: "p", timeout: time.Minute, scratch: t.TempDir(), logf: t.Logf})
+	require.NoError(t, res.err)
+	assert.Equal(t, "pass", res.status["TestSuite/Slow/Check"], "the subtest beside the crash gets its own verdict")
+	assert.Contains(t, res.stuck, "TestSuite/Crashing/Check")
+	assert.NotContains(t, res.stuck, "TestSuite/Slow/Check", "only the subtest that crashed is blamed")
+	assert.Contains(t, res.stuck["TestSuite/Crashing/Check"], "a goroutine of the code under test panicked")
+}
