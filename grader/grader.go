@@ -81,6 +81,9 @@ type Options struct {
 	// virtualBudget overrides virtualBudget (the grader's tests shorten
 	// it).
 	virtualBudget time.Duration
+	// turn is the grading's place in a Series, or nil when it is graded
+	// alone.
+	turn *turn
 }
 
 // Unit describes a task's frozen unit tests and how they map to checks.
@@ -129,6 +132,11 @@ type Task struct {
 	// that could not run is still recorded, so the maximum score is the
 	// same on every run.
 	planned func() []planned
+	// ownsMachine says that after its unit stage the task floods on the
+	// wall clock where another program's load could change its figures
+	// (task 3's flood of many keys): in a Series the next task starts only
+	// once it calls quiet.
+	ownsMachine bool
 }
 
 // grading collects one task's checks and runs.
@@ -155,6 +163,9 @@ type grading struct {
 	// prebuilt is the build of the session binary begun beside the unit
 	// stage (prebuild), if any.
 	prebuilt *sessionBuild
+	// waited is how long a grading started ahead in a Series waited for
+	// the one before it (awaitTurn): not this task's time.
+	waited time.Duration
 }
 
 func (g *grading) logf(format string, args ...any) {
@@ -325,7 +336,16 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 		} else if opts.Virtual {
 			doc.Notes = append(doc.Notes, task.ID+" has no virtual-time floods yet: it ran on the wall clock")
 		}
-		err = task.grade(ctx, g)
+		if task.Unit == nil {
+			// No unit stage to run ahead: its turn comes first.
+			err = g.awaitTurn(ctx)
+			if !NeedsCalibration(task, g.opts) {
+				g.quiet()
+			}
+		}
+		if err == nil {
+			err = task.grade(ctx, g)
+		}
 	}
 	var le *learnerError
 	if errors.As(err, &le) {
@@ -339,7 +359,7 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 		}
 	}
 	doc.Finished = time.Now().UTC()
-	doc.TaskSeconds = map[string]float64{task.ID: doc.Finished.Sub(doc.Started).Seconds()}
+	doc.TaskSeconds = map[string]float64{task.ID: (doc.Finished.Sub(doc.Started) - g.waited).Seconds()}
 	doc.Env = results.CurrentEnv("")
 	switch {
 	case err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):

@@ -48,6 +48,20 @@ func (g *grading) file() string {
 // per UnitCheck. It returns "" if the code is ready for floods, or the
 // reason it is not (it does not compile, or is not written yet).
 func (g *grading) unit(ctx context.Context) (notReady string, err error) {
+	notReady, err = g.unitStage(ctx)
+	// In a Series, what follows the unit stage waits for its turn; a task
+	// whose remaining work minds no neighbour lets the next one start.
+	if terr := g.awaitTurn(ctx); err == nil {
+		err = terr
+	}
+	if !g.task.ownsMachine && !NeedsCalibration(g.task, g.opts) {
+		g.quiet()
+	}
+	return notReady, err
+}
+
+// unitStage runs the unit stage itself.
+func (g *grading) unitStage(ctx context.Context) (notReady string, err error) {
 	u := g.task.Unit
 	file := g.file()
 	prefix := fmt.Sprintf("task %d (%s)", g.task.Number, file)

@@ -93,8 +93,9 @@ var tasks = []Task{
 				{"the bucket keeps its promises on the real clock", []string{"TokenBucket/RealClock"}, 1},
 			},
 		},
-		grade:   gradeTask3,
-		planned: task3Planned,
+		grade:       gradeTask3,
+		planned:     task3Planned,
+		ownsMachine: true,
 	},
 	{
 		ID:      "task4",

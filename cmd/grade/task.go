@@ -166,13 +166,23 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 	fmt.Fprintf(human, "random unit-test inputs from seed %d (replay them with --seed %d)\n", seed, seed)
 	var doc *results.Document
 	var gradeErr error
-	for _, t := range tasks {
-		d, err := gradeRepeated(ctx, t, opts, f.repeat, human)
-		doc = merge(doc, d, id)
-		if err != nil {
-			gradeErr = err
-			break
+	if f.repeat > 1 {
+		for _, t := range tasks {
+			d, err := gradeRepeated(ctx, t, opts, f.repeat, human)
+			doc = merge(doc, d, id)
+			if err != nil {
+				gradeErr = err
+				break
+			}
 		}
+	} else {
+		// One after another, each task's unit stage beside the end of the
+		// task before it (grader.Series).
+		grader.Series(ctx, tasks, opts, func(_ grader.Task, d *results.Document, err error) bool {
+			doc = merge(doc, d, id)
+			gradeErr = err
+			return false
+		})
 	}
 	if doc == nil {
 		return fmt.Errorf("grading stopped: %w", gradeErr)

@@ -1,0 +1,178 @@
+package grader
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"ratelab/results"
+)
+
+// Series grades tasks in order, each as Grade grades it, with one overlap:
+// a task's unit stage (go test -race, with its virtual-time session built
+// beside it) starts while the task before it finishes, as soon as nothing
+// that task has left to do can be changed by another program's load. That
+// is work in virtual time, which gives the same figures however busy the
+// machine, and the wall-clock checks judged from the server's own records
+// (idle CPU, memory) or with margins of 10x. A task's own unit stage, a
+// flood on the wall clock held to the model's figures (--real, task 6 with
+// --redis) and task 3's flood of many keys, whose generator has to keep up
+// with 4,000 new keys a second, never have a neighbour.
+//
+// The task started early stops after its unit stage until the one before
+// it has finished, and its log is held until then, so the log reads as if
+// the tasks ran one after another. done is told of each task in order as
+// soon as it is graded; when it returns true, or a grading returns an
+// error, the series stops: the task started ahead is cancelled and its
+// document dropped. Series returns once every grading it started has
+// ended.
+func Series(ctx context.Context, tasks []Task, opts Options, done func(Task, *results.Document, error) (stop bool)) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel() // a task started ahead of a stop ends interrupted
+		wg.Wait()
+	}()
+	type outcome struct {
+		doc *results.Document
+		err error
+	}
+	turns := make([]*turn, len(tasks))
+	outs := make([]chan outcome, len(tasks))
+	for i := range tasks {
+		turns[i] = newTurn(opts.Log, i > 0)
+		outs[i] = make(chan outcome, 1)
+	}
+	start := func(i int) {
+		o := opts
+		o.Log, o.turn = turns[i].log, turns[i]
+		wg.Go(func() {
+			doc, err := Grade(ctx, tasks[i], o)
+			turns[i].quietNow() // at the latest when it ends
+			outs[i] <- outcome{doc, err}
+		})
+	}
+	start(0)
+	for i, task := range tasks {
+		if i+1 < len(tasks) {
+			// The next task starts when this one has gone quiet, or the
+			// series stops first.
+			wg.Go(func() {
+				select {
+				case <-turns[i].quiet:
+					if ctx.Err() == nil {
+						start(i + 1)
+					} else {
+						outs[i+1] <- outcome{}
+					}
+				case <-ctx.Done():
+					outs[i+1] <- outcome{}
+				}
+			})
+		}
+		out := <-outs[i]
+		if i+1 < len(tasks) {
+			turns[i+1].begin()
+		}
+		if done(task, out.doc, out.err) || out.err != nil {
+			return
+		}
+	}
+}
+
+// turn is a grading's place in a Series.
+type turn struct {
+	// quiet is closed once the grading's remaining work leaves its
+	// figures the same whatever runs beside it.
+	quiet     chan struct{}
+	quietOnce sync.Once
+	// mine is closed when the grading before this one has ended: until
+	// then this one stops after its unit stage.
+	mine      chan struct{}
+	beginOnce sync.Once
+	log       *heldLog
+}
+
+func newTurn(w io.Writer, ahead bool) *turn {
+	t := &turn{quiet: make(chan struct{}), mine: make(chan struct{}), log: &heldLog{w: w, held: ahead}}
+	if !ahead {
+		t.begin()
+	}
+	return t
+}
+
+// quietNow says that the grading minds no neighbour any more.
+func (t *turn) quietNow() { t.quietOnce.Do(func() { close(t.quiet) }) }
+
+// begin gives the grading its turn: its held log comes out, and it goes on
+// past its unit stage.
+func (t *turn) begin() {
+	t.beginOnce.Do(func() {
+		t.log.release()
+		close(t.mine)
+	})
+}
+
+// heldLog passes writes to w, or keeps them while held, until release.
+type heldLog struct {
+	mu   sync.Mutex
+	w    io.Writer
+	held bool
+	buf  bytes.Buffer
+}
+
+func (h *heldLog) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held {
+		return h.buf.Write(p)
+	}
+	if h.w == nil {
+		return len(p), nil
+	}
+	return h.w.Write(p)
+}
+
+// release writes what was held and passes every later write straight on.
+func (h *heldLog) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held && h.w != nil {
+		_, _ = h.w.Write(h.buf.Bytes())
+	}
+	h.held = false
+	h.buf.Reset()
+}
+
+// quiet tells a Series that this grading's remaining work gives the same
+// figures whatever runs beside it (see Series); alone, it does nothing.
+func (g *grading) quiet() {
+	if g.opts.turn != nil {
+		g.opts.turn.quietNow()
+	}
+}
+
+// awaitTurn waits, in a Series, until the grading before this one has
+// ended; the time waited does not count as this task's. It returns early
+// if ctx ends.
+func (g *grading) awaitTurn(ctx context.Context) error {
+	t := g.opts.turn
+	if t == nil {
+		return nil
+	}
+	select {
+	case <-t.mine:
+		return nil
+	default:
+	}
+	began := time.Now()
+	defer func() { g.waited += time.Since(began) }()
+	select {
+	case <-t.mine:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
