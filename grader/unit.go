@@ -103,7 +103,11 @@ func runUnit(ctx context.Context, u unitRun) *unitResult {
 			break
 		}
 		why := res.crash()
-		if len(culprits) > 1 && !serial {
+		if hung := res.hungLongest(); len(hung) > 0 {
+			// A timeout names how long each test had run: the ones
+			// that hung ran the longest, whatever ran beside them.
+			culprits = hung
+		} else if len(culprits) > 1 && !serial {
 			serial = true
 			if u.logf != nil {
 				u.logf("    the test binary stopped (%s) while %s ran side by side; running the tests again one at a time to tell which", why, strings.Join(culprits, ", "))
@@ -131,6 +135,60 @@ func (r *unitResult) skipped() []string {
 	}
 	sort.Strings(skip)
 	return skip
+}
+
+// hungLongest returns, when the test binary stopped at its timeout, the
+// innermost tests of the timeout's list of running tests that had run at
+// least half as long as the longest of them: the ones that hung, not a
+// parallel neighbour that had just begun. It returns nil for any other
+// stop, or when the list is missing.
+func (r *unitResult) hungLongest() []string {
+	var lines []string
+	lines = append(lines, r.pkgOutput...)
+	for _, out := range r.output {
+		lines = append(lines, out...)
+	}
+	listed := map[string]time.Duration{}
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "panic: test timed out after") {
+			continue
+		}
+		for _, m := range lines[i+1:] {
+			m = strings.TrimSpace(m)
+			if m == "running tests:" {
+				continue
+			}
+			name, d, ok := strings.Cut(m, " (")
+			took, err := time.ParseDuration(strings.TrimSuffix(d, ")"))
+			if !ok || err != nil || !strings.HasPrefix(name, "Test") {
+				break
+			}
+			listed[name] = took
+		}
+		break
+	}
+	var longest time.Duration
+	for _, d := range listed {
+		longest = max(longest, d)
+	}
+	var hung []string
+	for name, d := range listed {
+		if d*2 < longest || !strings.Contains(name, "/") || r.stuck[name] != "" {
+			continue
+		}
+		leaf := true
+		for other := range listed {
+			if strings.HasPrefix(other, name+"/") {
+				leaf = false
+				break
+			}
+		}
+		if leaf {
+			hung = append(hung, name)
+		}
+	}
+	sort.Strings(hung)
+	return hung
 }
 
 // interrupted returns the innermost tests that were running when the test

@@ -3,6 +3,7 @@ package grader
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -268,4 +269,54 @@ func TestSuite(t *testing.T) {
 	assert.Contains(t, res.stuck, "TestSuite/Crashing/Check")
 	assert.NotContains(t, res.stuck, "TestSuite/Slow/Check", "only the subtest that crashed is blamed")
 	assert.Contains(t, res.stuck["TestSuite/Crashing/Check"], "a goroutine of the code under test panicked")
+}
+
+// TestHangBesideAParallelTestBlamesIt runs a suite whose two subtests run
+// side by side, one of which never ends: the timeout is blamed on it alone,
+// from how long each test had run, and its neighbour, which had begun a
+// subtest seconds before the timeout, runs again and passes.
+func TestHangBesideAParallelTestBlamesIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a test timeout")
+	}
+	root := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(root, "go.mod"), []byte("module hangmod\n\ngo 1.26\n"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "p"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "p", "p_test.go"), []byte(`package p
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+func TestSuite(t *testing.T) {
+	for _, group := range []string{"Slow", "Hanging"} {
+		t.Run(group, func(t *testing.T) {
+			t.Parallel()
+			t.Run("Check", func(t *testing.T) {
+				if group == "Slow" {
+					// Still running at the first run's timeout; quick after.
+					if _, err := os.Stat("ran-once"); err != nil {
+						os.WriteFile("ran-once", nil, 0o644)
+						time.Sleep(5 * time.Second)
+						t.Run("Deeper", func(t *testing.T) { time.Sleep(4 * time.Second) })
+						return
+					}
+					t.Run("Deeper", func(t *testing.T) {})
+					return
+				}
+				select {}
+			})
+		})
+	}
+}
+`), 0o644))
+	var log syncBuffer
+	res := runUnit(context.Background(), unitRun{root: root, pkgDir: "p", timeout: 8 * time.Second, scratch: t.TempDir(),
+		logf: func(format string, args ...any) { fmt.Fprintf(&log, format+"\n", args...) }})
+	require.NoError(t, res.err)
+	assert.Equal(t, []string{"TestSuite/Hanging/Check"}, res.skipped(), "only the subtest that hung is blamed")
+	assert.Equal(t, "pass", res.status["TestSuite/Slow/Check/Deeper"], "its neighbour runs again and passes")
+	assert.NotContains(t, log.String(), "one at a time", "a timeout says which test hung: no run one test at a time")
 }
