@@ -119,7 +119,7 @@ type Options struct {
 // burst in tokens); newClient is NewPoliteClient.
 func Run(t *testing.T, newBucket func(rate, burst float64) Bucket, newClient func(Options) Client) {
 	s := &suite{newBucket: newBucket, newClient: newClient}
-	group(t, "WaitingBucket", []check{
+	group(t, "WaitingBucket", false, []check{
 		{"ExactWaits", s.exactWaits, func(t *testing.T) { s.takesMatchTheModel(t, spread); s.badBucketArgs(t) }},
 		{"FirstComeFirstServed", s.firstComeFirstServed, func(t *testing.T) { s.takesMatchTheModel(t, bunched) }},
 		{"NoStarvation", s.noStarvation, nil},
@@ -128,7 +128,9 @@ func Run(t *testing.T, newBucket func(rate, burst float64) Bucket, newClient fun
 		{"ConcurrentNeverFasterThanRate", s.concurrentRate, nil},
 		{"ConcurrentRealClock", nil, s.concurrentRealClock},
 	})
-	group(t, "PoliteClient", []check{
+	// Every PoliteClient check runs in bubbles of its own, with nothing
+	// on the real clock: two at a time.
+	group(t, "PoliteClient", true, []check{
 		{"SendsTheRequest", s.sendsTheRequest, s.sendsRandomRequests},
 		{"RetryAfterIsAFloor", s.retryAfterIsAFloor, s.retryAfterRegimes},
 		{"RetryAfterIsCapped", s.retryAfterIsCappedFixed, s.retryAfterIsCapped},
@@ -162,11 +164,16 @@ type check struct {
 	outside func(*testing.T)
 }
 
-// group runs checks as subtests of a subtest called name.
-func group(t *testing.T, name string, checks []check) {
+// group runs checks as subtests of a subtest called name, side by side
+// (as many as go test's -parallel allows) if parallel: only checks that
+// run all in bubbles, whose figures no neighbour can change.
+func group(t *testing.T, name string, parallel bool, checks []check) {
 	t.Run(name, func(t *testing.T) {
 		for _, c := range checks {
 			t.Run(c.name, func(t *testing.T) {
+				if parallel {
+					t.Parallel()
+				}
 				if c.fixed != nil {
 					suitekit.Bubble(t, c.fixed)
 				}
