@@ -18,8 +18,15 @@ check whose repeats disagree is marked inconclusive with every repeat's
 values, never passed or failed silently, and the run exits 3.
 
 The traffic runs in virtual time, the same figures on every machine; what
-a bubble cannot judge (idle CPU, memory, and task 6 for now) runs on the
-wall clock in the same grading. --real runs all of it on the wall clock.`,
+a bubble cannot judge (idle CPU, memory, time per call) runs on the wall
+clock in the same grading. --real runs all of it on the wall clock, and so
+does task 6 given --redis URL.
+
+Each task's unit tests start while the task before it finishes work that
+other load cannot change (its virtual-time floods), never beside another
+task's unit tests or a wall-clock flood judged against the lesson's model;
+the log still reads one task after another. --repeat grades strictly one
+task at a time.`,
 	Run: withFlags(gradeFlags, runAll),
 }
 
