@@ -116,7 +116,11 @@ func (g *grading) unitStage(ctx context.Context) (notReady string, err error) {
 			case "skip":
 				if !g.maySkip(st) {
 					pass = false
-					why = append(why, st+" was skipped")
+					skip := st + " was skipped"
+					if told := res.failure(name, 2); told != "" {
+						skip += ": " + told // the test's own reason
+					}
+					why = append(why, skip)
 				}
 			case "fail":
 				pass = false

@@ -320,3 +320,27 @@ func TestSuite(t *testing.T) {
 	assert.Equal(t, "pass", res.status["TestSuite/Slow/Check/Deeper"], "its neighbour runs again and passes")
 	assert.NotContains(t, log.String(), "one at a time", "a timeout says which test hung: no run one test at a time")
 }
+
+// TestASkippedTestSaysWhy runs a suite with a test that skips: its reason
+// is kept with its output, so that a check the skip fails can say why (a
+// check failed in CI as "Redis/ExactWait was skipped", and nothing more).
+func TestASkippedTestSaysWhy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs a test binary")
+	}
+	root := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(root, "go.mod"), []byte("module skipmod\n\ngo 1.26\n"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "p"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "p", "p_test.go"), []byte(`package p
+
+import "testing"
+
+func TestSuite(t *testing.T) {
+	t.Run("Timing", func(t *testing.T) { t.Skipf("this machine was too slow %d times", 3) })
+}
+`), 0o644))
+	res := runUnit(context.Background(), unitRun{root: root, pkgDir: "p", timeout: time.Minute, scratch: t.TempDir(), logf: t.Logf})
+	require.NoError(t, res.err)
+	assert.Equal(t, "skip", res.status["TestSuite/Timing"])
+	assert.Equal(t, "this machine was too slow 3 times", res.failure("TestSuite/Timing", 2))
+}
