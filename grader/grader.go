@@ -135,7 +135,8 @@ type Task struct {
 	// ownsMachine says that after its unit stage the task floods on the
 	// wall clock where another program's load could change its figures
 	// (task 3's flood of many keys): in a Series the next task starts only
-	// once it calls quiet.
+	// once it calls yieldLow, and then at the lowest CPU priority (see
+	// Series), or quiet.
 	ownsMachine bool
 }
 
@@ -339,7 +340,7 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 		if task.Unit == nil {
 			// No unit stage to run ahead: its turn comes first.
 			err = g.awaitTurn(ctx)
-			if !NeedsCalibration(task, g.opts) {
+			if !task.ownsMachine && !NeedsCalibration(task, g.opts) {
 				g.quiet()
 			}
 		}

@@ -13,13 +13,16 @@ import (
 // Series grades tasks in order, each as Grade grades it, with one overlap:
 // a task's unit stage (go test -race, with its virtual-time session built
 // beside it) starts while the task before it finishes, as soon as nothing
-// that task has left to do can be changed by another program's load. That
-// is work in virtual time, which gives the same figures however busy the
-// machine, and the wall-clock checks judged from the server's own records
-// (idle CPU, memory) or with margins of 10x. A task's own unit stage, a
-// flood on the wall clock held to the model's figures (--real, task 6 with
-// --redis) and task 3's flood of many keys, whose generator has to keep up
-// with 4,000 new keys a second, never have a neighbour.
+// that task has left to do can be changed by another program's load (it
+// calls quiet). That is work in virtual time, which gives the same
+// figures however busy the machine, and the wall-clock checks judged from
+// the server's own records (idle CPU, memory) or with margins of 10x. A
+// flood on the wall clock held to the model's figures (--real, task 6
+// with --redis) never has a neighbour, nor has a unit stage another unit
+// stage. Task 3's flood of many keys, whose generator has to keep up with
+// 4,000 new keys a second but leaves most of a core idle, has one at the
+// lowest CPU priority (nice 19, where the system has nice; task 3 calls
+// yieldLow): the next task's unit stage then takes what the flood leaves.
 //
 // The task started early stops after its unit stage until the one before
 // it has finished, and its log is held until then, so the log reads as if
@@ -60,14 +63,23 @@ func Series(ctx context.Context, tasks []Task, opts Options, done func(Task, *re
 			// The next task starts when this one has gone quiet, or the
 			// series stops first.
 			wg.Go(func() {
+				yield := turns[i].yield
+				if NeedsCalibration(tasks[i+1], opts) {
+					yield = nil // its wall-clock floods want a quiet machine
+				}
 				select {
 				case <-turns[i].quiet:
-					if ctx.Err() == nil {
-						start(i + 1)
-					} else {
-						outs[i+1] <- outcome{}
+				case <-yield:
+					select {
+					case <-turns[i].quiet:
+					default:
+						turns[i+1].low = true
 					}
 				case <-ctx.Done():
+				}
+				if ctx.Err() == nil {
+					start(i + 1)
+				} else {
 					outs[i+1] <- outcome{}
 				}
 			})
@@ -88,6 +100,14 @@ type turn struct {
 	// figures the same whatever runs beside it.
 	quiet     chan struct{}
 	quietOnce sync.Once
+	// yield is closed once the grading's remaining work minds only a
+	// neighbour at the same priority: one at the lowest CPU priority
+	// (nice 19) takes the cores it leaves idle and little else.
+	yield     chan struct{}
+	yieldOnce sync.Once
+	// low says that the grading was started on the one before it
+	// yielding: the programs of its unit stage run at the lowest priority.
+	low bool
 	// mine is closed when the grading before this one has ended: until
 	// then this one stops after its unit stage.
 	mine      chan struct{}
@@ -96,7 +116,7 @@ type turn struct {
 }
 
 func newTurn(w io.Writer, ahead bool) *turn {
-	t := &turn{quiet: make(chan struct{}), mine: make(chan struct{}), log: &heldLog{w: w, held: ahead}}
+	t := &turn{quiet: make(chan struct{}), yield: make(chan struct{}), mine: make(chan struct{}), log: &heldLog{w: w, held: ahead}}
 	if !ahead {
 		t.begin()
 	}
@@ -105,6 +125,10 @@ func newTurn(w io.Writer, ahead bool) *turn {
 
 // quietNow says that the grading minds no neighbour any more.
 func (t *turn) quietNow() { t.quietOnce.Do(func() { close(t.quiet) }) }
+
+// yieldNow says that the grading minds only a neighbour at its own
+// priority.
+func (t *turn) yieldNow() { t.yieldOnce.Do(func() { close(t.yield) }) }
 
 // begin gives the grading its turn: its held log comes out, and it goes on
 // past its unit stage.
@@ -152,6 +176,44 @@ func (g *grading) quiet() {
 	if g.opts.turn != nil {
 		g.opts.turn.quietNow()
 	}
+}
+
+// yieldLow tells a Series that this grading's remaining work minds only
+// neighbours at its own priority: the next task's unit stage may run
+// beside it at the lowest (see Series); alone, it does nothing.
+func (g *grading) yieldLow() {
+	if g.opts.turn != nil {
+		g.opts.turn.yieldNow()
+	}
+}
+
+// unlowered stops a session build begun at the lowest priority that is
+// still running once the grading has its turn: no process can take its
+// priority back without privileges, and the next task's unit stage, at
+// the usual one, would starve it. vsession builds it again (Go's build
+// cache keeps what it had compiled).
+func (g *grading) unlowered() {
+	t, b := g.opts.turn, g.prebuilt
+	if t == nil || !t.low || b == nil {
+		return
+	}
+	select {
+	case <-b.done:
+	default:
+		b.cancel()
+		<-b.done
+		g.prebuilt = nil
+	}
+}
+
+// yielding returns ctx marked, for the programs of the unit stage, to run
+// at the lowest CPU priority when this grading started beside one that
+// owns the machine.
+func (g *grading) yielding(ctx context.Context) context.Context {
+	if t := g.opts.turn; t != nil && t.low {
+		return withLowPriority(ctx)
+	}
+	return ctx
 }
 
 // awaitTurn waits, in a Series, until the grading before this one has

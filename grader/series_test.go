@@ -3,6 +3,7 @@ package grader
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -91,4 +92,78 @@ func TestSeriesStops(t *testing.T) {
 			assert.Equal(t, []string{"first"}, seen)
 		})
 	}
+}
+
+// TestSeriesYieldsAtLowPriority checks that a grading which yields (as
+// task 3 does before its flood of many keys) lets the next one start with
+// its unit stage's programs marked for the lowest CPU priority, that one
+// started on a grading gone quiet runs at the usual priority, and that a
+// task whose floods run on the wall clock waits for quiet instead.
+func TestSeriesYieldsAtLowPriority(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		yield, virtual bool
+		wantLow        bool
+	}{
+		{"yield", true, true, true},
+		{"quiet", false, true, false},
+		{"yield to a wall-clock task", true, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			secondBegan := make(chan struct{})
+			var secondLow, thirdLow bool
+			first := func(ctx context.Context, g *grading) error {
+				if tc.yield {
+					g.yieldLow()
+				} else {
+					g.quiet()
+				}
+				if tc.virtual {
+					<-secondBegan // the next grading starts before this one ends
+				}
+				return nil
+			}
+			second := func(ctx context.Context, g *grading) error {
+				secondLow = lowPriority(g.yielding(ctx))
+				return nil
+			}
+			third := func(ctx context.Context, g *grading) error {
+				thirdLow = lowPriority(g.yielding(ctx))
+				return nil
+			}
+			// Ids of tasks with virtual-time floods, so that with
+			// Virtual none needs calibration.
+			tasks := []Task{
+				{ID: "task3", grade: first, ownsMachine: true},
+				{ID: "task4", grade: second, planned: func() []planned { close(secondBegan); return nil }},
+				{ID: "task5", grade: third},
+			}
+			var seen []string
+			Series(context.Background(), tasks, Options{Virtual: tc.virtual}, func(task Task, doc *results.Document, err error) bool {
+				require.NoError(t, err, task.ID)
+				seen = append(seen, task.ID)
+				return false
+			})
+			assert.Equal(t, []string{"task3", "task4", "task5"}, seen)
+			assert.Equal(t, tc.wantLow, secondLow, "the grading started beside one that yielded runs low")
+			assert.False(t, thirdLow, "the one after it started on a quiet grading")
+		})
+	}
+}
+
+// TestGoCommandAtLowPriority checks that a go command marked low runs at
+// nice 19 where the system has nice.
+func TestGoCommandAtLowPriority(t *testing.T) {
+	if _, err := exec.LookPath("nice"); err != nil {
+		t.Skip("no nice here: go commands run at the usual priority")
+	}
+	cmd, err := goCommand(withLowPriority(context.Background()), t.TempDir(), "", "env", "GOROOT")
+	require.NoError(t, err)
+	goPath, err := exec.LookPath("go")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"-n", "19", goPath, "env", "GOROOT"}, cmd.Args[1:])
+	require.NoError(t, cmd.Run())
+	cmd, err = goCommand(context.Background(), t.TempDir(), "", "env", "GOROOT")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"go", "env", "GOROOT"}, cmd.Args)
 }

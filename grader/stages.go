@@ -48,12 +48,14 @@ func (g *grading) file() string {
 // per UnitCheck. It returns "" if the code is ready for floods, or the
 // reason it is not (it does not compile, or is not written yet).
 func (g *grading) unit(ctx context.Context) (notReady string, err error) {
-	notReady, err = g.unitStage(ctx)
+	notReady, err = g.unitStage(g.yielding(ctx))
 	// In a Series, what follows the unit stage waits for its turn; a task
-	// whose remaining work minds no neighbour lets the next one start.
+	// whose remaining work minds no neighbour lets the next one start (one
+	// that owns the machine does so later, see Task.ownsMachine).
 	if terr := g.awaitTurn(ctx); err == nil {
 		err = terr
 	}
+	g.unlowered()
 	if !g.task.ownsMachine && !NeedsCalibration(g.task, g.opts) {
 		g.quiet()
 	}

@@ -162,6 +162,11 @@ func floodTask3(ctx context.Context, g *grading, bin string) error {
 	checkOwnBuckets(g, "fairness: each client is held to its own bucket", runs[0], cfg, 2, "")
 	g.checkRefusals("fairness: every refusal says when to come back", runs[0], cfg, results.RefusalLimited)
 
+	if !NeedsCalibration(g.task, g.opts) {
+		// The flood of many keys leaves most of a core idle: the next
+		// task's unit stage may take it, at the lowest priority.
+		g.yieldLow()
+	}
 	if err := floodTask3Many(ctx, g, bin, cfg); err != nil {
 		return err
 	}

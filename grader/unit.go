@@ -491,11 +491,38 @@ const leftoverGoroutines = "a goroutine or ticker your code started was still ru
 	"(in the test's fake-time bubble every goroutine must end with the test); " +
 	"work out what changed since the last call when a call arrives (lazy refill) instead of updating state in the background"
 
+// lowPriorityKey marks a context whose go commands run at the lowest CPU
+// priority.
+type lowPriorityKey struct{}
+
+// withLowPriority returns ctx marked so that goCommand runs its commands
+// at the lowest CPU priority (nice 19).
+func withLowPriority(ctx context.Context) context.Context {
+	return context.WithValue(ctx, lowPriorityKey{}, true)
+}
+
+// lowPriority reports whether ctx was marked by withLowPriority.
+func lowPriority(ctx context.Context) bool {
+	low, _ := ctx.Value(lowPriorityKey{}).(bool)
+	return low
+}
+
 // goCommand prepares the go command with args in dir, in a process group of
 // its own that cancelling ctx kills whole, with its work files (builds,
 // test binaries) under scratch/gowork when scratch is set.
 func goCommand(ctx context.Context, dir, scratch string, args ...string) (*exec.Cmd, error) {
-	cmd := exec.CommandContext(ctx, "go", args...)
+	name := "go"
+	if lowPriority(ctx) {
+		// nice execs go in the same process, so the process group and
+		// its killing are unchanged; the compiler and the test binary
+		// inherit the priority. Without nice, the usual one; without go,
+		// exec's own error, as ever.
+		goPath, gerr := exec.LookPath("go")
+		if nice, err := exec.LookPath("nice"); err == nil && gerr == nil {
+			name, args = nice, append([]string{"-n", "19", goPath}, args...)
+		}
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
 	cmd.Env = os.Environ()
 	if scratch != "" {

@@ -24,8 +24,9 @@ does task 6 given --redis URL.
 
 Each task's unit tests start while the task before it finishes work that
 other load cannot change (its virtual-time floods), never beside another
-task's unit tests or a wall-clock flood judged against the lesson's model;
-the log still reads one task after another. --repeat grades strictly one
+task's unit tests or a wall-clock flood judged against the lesson's
+model; beside task 3's flood of many keys they run at the lowest CPU
+priority (nice 19). The log still reads one task after another. --repeat grades strictly one
 task at a time.`,
 	Run: withFlags(gradeFlags, runAll),
 }
