@@ -233,10 +233,7 @@ func TestCrashBesideAParallelTestBlamesOne(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a test binary three times")
 	}
-	root := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(root, "go.mod"), []byte("module crashmod\n\ngo 1.26\n"), 0o644))
-	require.NoError(t, os.MkdirAll(filepath.Join(root, "p"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(root, "p", "p_test.go"), []byte(`package p
+	root := testModule(t, `package p
 
 import (
 	"testing"
@@ -262,7 +259,7 @@ func TestSuite(t *testing.T) {
 		})
 	}
 }
-`), 0o644))
+`)
 	res := runUnit(context.Background(), unitRun{root: root, pkgDir: "p", timeout: time.Minute, scratch: t.TempDir(), logf: t.Logf})
 	require.NoError(t, res.err)
 	assert.Equal(t, "pass", res.status["TestSuite/Slow/Check"], "the subtest beside the crash gets its own verdict")
@@ -279,10 +276,7 @@ func TestHangBesideAParallelTestBlamesIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out a test timeout")
 	}
-	root := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(root, "go.mod"), []byte("module hangmod\n\ngo 1.26\n"), 0o644))
-	require.NoError(t, os.MkdirAll(filepath.Join(root, "p"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(root, "p", "p_test.go"), []byte(`package p
+	root := testModule(t, `package p
 
 import (
 	"os"
@@ -311,7 +305,7 @@ func TestSuite(t *testing.T) {
 		})
 	}
 }
-`), 0o644))
+`)
 	var log syncBuffer
 	res := runUnit(context.Background(), unitRun{root: root, pkgDir: "p", timeout: 8 * time.Second, scratch: t.TempDir(),
 		logf: func(format string, args ...any) { fmt.Fprintf(&log, format+"\n", args...) }})
@@ -328,19 +322,27 @@ func TestASkippedTestSaysWhy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a test binary")
 	}
-	root := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(root, "go.mod"), []byte("module skipmod\n\ngo 1.26\n"), 0o644))
-	require.NoError(t, os.MkdirAll(filepath.Join(root, "p"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(root, "p", "p_test.go"), []byte(`package p
+	root := testModule(t, `package p
 
 import "testing"
 
 func TestSuite(t *testing.T) {
 	t.Run("Timing", func(t *testing.T) { t.Skipf("this machine was too slow %d times", 3) })
 }
-`), 0o644))
+`)
 	res := runUnit(context.Background(), unitRun{root: root, pkgDir: "p", timeout: time.Minute, scratch: t.TempDir(), logf: t.Logf})
 	require.NoError(t, res.err)
 	assert.Equal(t, "skip", res.status["TestSuite/Timing"])
 	assert.Equal(t, "this machine was too slow 3 times", res.failure("TestSuite/Timing", 2))
+}
+
+// testModule writes a module with one package, p, whose test file is src,
+// and returns its folder.
+func testModule(t *testing.T, src string) string {
+	t.Helper()
+	root := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(root, "go.mod"), []byte("module testmod\n\ngo 1.26\n"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "p"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "p", "p_test.go"), []byte(src), 0o644))
+	return root
 }
