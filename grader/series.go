@@ -60,8 +60,9 @@ func Series(ctx context.Context, tasks []Task, opts Options, done func(Task, *re
 	start(0)
 	for i, task := range tasks {
 		if i+1 < len(tasks) {
-			// The next task starts when this one has gone quiet, or the
-			// series stops first.
+			// The next task starts when this one has gone quiet, or has
+			// yielded (then at the lowest priority), or the series stops
+			// first.
 			wg.Go(func() {
 				yield := turns[i].yield
 				if NeedsCalibration(tasks[i+1], opts) {
