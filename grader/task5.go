@@ -18,7 +18,8 @@ const (
 	// the last reply's latency and the client's own smaller bursts cost a
 	// few percent (the reference: 1.01–1.11 over eight runs).
 	task5RatioMax = 1.15
-	// At most 2% of its attempts rejected: a client that paces itself
+	// At most 2% of its attempts rejected (results.JudgeTailShare, the
+	// share the speed-up check leaves out): a client that paces itself
 	// below the API's buckets should almost never see a 429, but pacing on
 	// the wall clock is not exact. The reference saw none in 14 of 16 runs
 	// and at most 0.55%; a correct GCRA client (right/task5) saw 1.33% of
@@ -26,11 +27,16 @@ const (
 	// machine, which a bound of 1% failed. The closest wrong client, a
 	// bucket holding a whole second (wrong/task5/burst-one-second), is
 	// refused 3% cached and 6% uncached; 2% stays below both.
-	task5RejectedMax = 0.02
+	task5RejectedMax = results.JudgeTailShare
 	// Caching the shared prefix makes input tokens free to read, so the
 	// minimum drops from the input-token bound (15 s) to the request bound
 	// (5 s): 3×. The cached run also pays a warm-up request and the last
 	// reply, so the check asks for 80% of the predicted factor.
+	// It compares the times to complete all but the last 2% of each job
+	// (JudgeStrategy.MostSeconds): a judgment refused near the end waits
+	// out a Retry-After of a whole second or more, which the rejection
+	// bound allows and which would stretch a five-second run by a fifth
+	// (a CI run of the reference: 9 refused, 6.4 s instead of 5.3 s).
 	task5CacheShare = 0.8
 	// One strategy may take at most this long in the judge.
 	task5Limit = 4 * time.Minute
@@ -142,13 +148,14 @@ func checkTask5(g *grading, by map[string]results.JudgeStrategy) {
 		predicted = polite.MinSeconds / cached.MinSeconds
 	}
 	speedup := 0.0
-	if cached.WallSeconds > 0 {
-		speedup = polite.WallSeconds / cached.WallSeconds
+	if cached.MostSeconds > 0 {
+		speedup = polite.MostSeconds / cached.MostSeconds
 	}
+	most := 100 * (1 - results.JudgeTailShare)
 	g.check(results.Check{
 		Name: "judge: caching the prefix speeds it up as the minimum predicts", MaxScore: 1,
-		Message: fmt.Sprintf("with the shared prefix cached the job took %.1f s instead of %.1f s: %.2f× faster; the minimum predicts %.2f× (input tokens stop binding), want at least %.0f%% of that",
-			cached.WallSeconds, polite.WallSeconds, speedup, predicted, 100*task5CacheShare),
+		Message: fmt.Sprintf("with the shared prefix cached, %.0f%% of the job took %.2f s instead of %.2f s (all of it %.1f s instead of %.1f s): %.2f× faster; the minimum predicts %.2f× (input tokens stop binding), want at least %.0f%% of that (the last %.0f%% left out: refused judgments wait out a Retry-After of a second or more)",
+			most, cached.MostSeconds, polite.MostSeconds, cached.WallSeconds, polite.WallSeconds, speedup, predicted, 100*task5CacheShare, 100-most),
 		Measured: map[string]float64{"speedup": speedup}, Expected: map[string]float64{"speedup_min": task5CacheShare * predicted, "predicted": predicted},
 	}, done(cached) && predicted > 0 && speedup >= task5CacheShare*predicted, nil)
 }

@@ -251,6 +251,7 @@ func (r *judgeRun) strategy(ctx context.Context, name string) results.JudgeStrat
 		t, wall = callAll(sctx, protect(call), prompts, cached)
 	}
 	res.WallSeconds = wall.Seconds()
+	res.MostSeconds = t.mostDone(res.N).Seconds()
 	res.TimedOut = sctx.Err() != nil && ctx.Err() == nil
 	res.Client = t.result()
 	res.Timeline = t.timeline()
@@ -416,6 +417,20 @@ func (t *judgeTally) record(ctx context.Context, err error, at time.Duration) {
 	}
 	t.failedAt = append(t.failedAt, at)
 	t.t.Errors[errorKind(err)]++
+}
+
+// mostDone returns when all but results.JudgeTailShare of n calls had
+// returned a message, or 0 if fewer did.
+func (t *judgeTally) mostDone(n int) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := n - int(math.Floor(results.JudgeTailShare*float64(n)+1e-9))
+	if k <= 0 || len(t.okAt) < k {
+		return 0
+	}
+	at := slices.Clone(t.okAt)
+	slices.Sort(at)
+	return at[k-1]
 }
 
 // timeline bins the times the calls returned at.

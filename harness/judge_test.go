@@ -67,6 +67,25 @@ func TestJudgeTallyTimeline(t *testing.T) {
 	}
 }
 
+// mostDone is when all but the last 2% of the judgments had returned a
+// message, in any order of recording, errors aside; 0 while fewer have.
+func TestJudgeTallyMostDone(t *testing.T) {
+	tl := newJudgeTally()
+	limited := &provider.APIError{StatusCode: 429, Type: "rate_limit_error"}
+	// 100 judgments: the 98th message decides. Record 97 messages at
+	// 1..97 ms in reverse, and a 429 at 1 ms.
+	for i := 97; i >= 1; i-- {
+		tl.record(context.Background(), nil, time.Duration(i)*time.Millisecond)
+	}
+	tl.record(context.Background(), limited, time.Millisecond)
+	assert.Zero(t, tl.mostDone(100), "97 of 100 returned a message")
+	tl.record(context.Background(), nil, 5*time.Second) // the refused one, retried
+	tl.record(context.Background(), nil, 98*time.Millisecond)
+	assert.Equal(t, 98*time.Millisecond, tl.mostDone(100), "the 98th message, not the last")
+	assert.Equal(t, 40*time.Millisecond, tl.mostDone(40), "of 40, 2% is less than one: none left out")
+	assert.Zero(t, newJudgeTally().mostDone(0))
+}
+
 // callAll measures each call from just before the first, on its own clock:
 // in a synctest bubble the times are exact. Each fake call takes the
 // milliseconds in its prompt's MaxTokens and fails if its model is "fail".
