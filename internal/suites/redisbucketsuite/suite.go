@@ -62,8 +62,8 @@
 // A real Redis cannot be given a fake clock, so there the checks other than
 // Model sleep for real (a few seconds in all) and allow for the time the
 // calls themselves take: a wait may then be shorter than the ideal by at
-// most the time that has passed beyond the planned sleeps, never longer than
-// the ideal plus 1 ms. When that slack leaves an answer undecided, the check
+// most the time that has passed beyond the planned sleeps (by Redis's own
+// clock, read with TIME), never longer than the ideal plus 1 ms. When that slack leaves an answer undecided, the check
 // starts again on fresh keys, and is skipped after three tries. Every check
 // uses keys of its own, random letters under a prefix unique to the run,
 // and deletes them when it ends.
@@ -256,7 +256,7 @@ type env struct {
 	rng    *rand.Rand           // the check's random inputs, from the run's seed
 
 	clock   time.Time     // what miniredis's TIME returns
-	start   time.Time     // real time of the attempt's first call
+	start   time.Time     // Redis's clock (TIME) just before the attempt's first call
 	begun   bool          // whether start is set
 	planned time.Duration // the sum of advance calls in this attempt
 }
@@ -317,11 +317,26 @@ func (e *env) fresh() {
 	e.planned = 0
 }
 
-// begin notes the real time of the attempt's first call to Redis.
+// begin notes the time of the attempt's first call to Redis, on a real
+// Redis by Redis's own clock.
 func (e *env) begin() {
-	if !e.begun {
-		e.start, e.begun = time.Now(), true
+	if !e.begun && !e.fake() {
+		e.start, e.begun = e.serverNow(), true
 	}
+}
+
+// serverNow reads a real Redis's clock with TIME on the check's own
+// client: the clock the script reads, so that the slack measured by it
+// holds whatever the machine's clocks do between them. A Redis that does
+// not answer makes the attempt inconclusive.
+func (e *env) serverNow() time.Time {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	now, err := e.rdb.Time(ctx).Result()
+	if err != nil {
+		panic(inconclusive{fmt.Sprintf("TIME on the check's own client: %v", err)})
+	}
+	return now
 }
 
 // key returns the full key for a check's short key name.
@@ -374,14 +389,16 @@ func (e *env) jump(d time.Duration) {
 }
 
 // slack is how much more time may have passed on the server than the
-// advances planned: 0 on miniredis; on a real Redis, all the real time since
-// the attempt started beyond the sleeps asked for (the sleeps' overshoot and
-// the calls themselves).
+// advances planned: 0 on miniredis; on a real Redis, all the time Redis's
+// clock has counted since just before the attempt's first call beyond the
+// sleeps asked for (the sleeps' overshoot and the calls themselves). Redis
+// runs one command at a time, so TIME answered before a call was sent and
+// after its reply came back brackets the TIME its script read.
 func (e *env) slack() time.Duration {
 	if e.fake() || !e.begun {
 		return 0
 	}
-	return max(0, time.Since(e.start)-e.planned)
+	return max(0, e.serverNow().Sub(e.start)-e.planned)
 }
 
 // at describes the planned time of the attempt, for messages.
