@@ -224,6 +224,25 @@ func TestWriteHTMLJudgeCost(t *testing.T) {
 		"Caching the shared instructions cost less still (polite-cached $3.46)")
 }
 
+// The judge's table has a column for the time to all but the last 2% of
+// each job when the report records it (a strategy without it shows a
+// dash), and none in a report from before it was recorded.
+func TestWriteHTMLJudgeMostDone(t *testing.T) {
+	files, err := renderHTML(testDocFile(t, "task5.json"))
+	require.NoError(t, err)
+	assert.NotContains(t, html.UnescapeString(string(files["task5.html"])), "98% done", "not recorded, no column")
+
+	doc := testDocFile(t, "task5.json")
+	for i := range doc.Judge.Strategies {
+		if doc.Judge.Strategies[i].Name == "polite-cached" {
+			doc.Judge.Strategies[i].MostSeconds = 5.123
+		}
+	}
+	files, err = renderHTML(doc)
+	require.NoError(t, err)
+	assertContainsAll(t, "task5.html", html.UnescapeString(string(files["task5.html"])), "<th>98% done</th>", "5.12 s", ">–<")
+}
+
 // Task 5's chart of judgments over time draws the cumulative sums of the
 // judge's timeline, ends at the wall time, and is left out, with a note, for
 // a judge report from before timelines were recorded.

@@ -333,19 +333,32 @@ func judgeRequestsBlock(id string, sts []results.JudgeStrategy) block {
 	return block{ID: id, Heading: "Requests sent and refused", Text: "The API's count of each strategy's requests, and of the 429s among them.", Plot: &p}
 }
 
-// judgeTable lists the strategies, with a cost column when the report
+// judgeTable lists the strategies, with a column for the time to all but
+// the last judgments when the report records it, and a cost column when it
 // records costs.
 func judgeTable(sts []results.JudgeStrategy) *table {
 	costed := judgeCosted(sts)
-	t := &table{Class: "runs", Head: []string{"strategy", "N", "completed", "lost", "attempts", "429", "529", "wall", "minimum", "ratio", "timed out"}}
+	most := slices.ContainsFunc(sts, func(st results.JudgeStrategy) bool { return st.MostSeconds > 0 })
+	t := &table{Class: "runs", Head: []string{"strategy", "N", "completed", "lost", "attempts", "429", "529", "wall"}}
+	if most {
+		t.Head = append(t.Head, fmt.Sprintf("%.0f%% done", 100*(1-results.JudgeTailShare)))
+	}
+	t.Head = append(t.Head, "minimum", "ratio", "timed out")
 	if costed {
 		t.Head = append(t.Head, "cost")
 	}
 	for _, st := range sts {
 		row := []cell{{Text: st.Name, Class: "name"}, numCell(thousands(float64(st.N))), numCell(thousands(float64(st.Completed))),
 			numCell(thousands(float64(st.Lost))), numCell(thousands(float64(st.Attempts))), numCell(thousands(float64(st.Rejected429))),
-			numCell(thousands(float64(st.Overloaded529))), numCell(fmt.Sprintf("%.2f s", st.WallSeconds)), numCell(fmt.Sprintf("%.2f s", st.MinSeconds)),
-			numCell(fmt.Sprintf("%.2f×", st.Ratio)), textCell(yesNo(st.TimedOut))}
+			numCell(thousands(float64(st.Overloaded529))), numCell(fmt.Sprintf("%.2f s", st.WallSeconds))}
+		if most {
+			done := "–"
+			if st.MostSeconds > 0 {
+				done = fmt.Sprintf("%.2f s", st.MostSeconds)
+			}
+			row = append(row, numCell(done))
+		}
+		row = append(row, numCell(fmt.Sprintf("%.2f s", st.MinSeconds)), numCell(fmt.Sprintf("%.2f×", st.Ratio)), textCell(yesNo(st.TimedOut)))
 		if costed {
 			row = append(row, numCell(fmtUSD(st.CostUSD)))
 		}
