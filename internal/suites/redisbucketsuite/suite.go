@@ -63,10 +63,11 @@
 // Model sleep for real (a few seconds in all) and allow for the time the
 // calls themselves take: a wait may then be shorter than the ideal by at
 // most the time that has passed beyond the planned sleeps (by Redis's own
-// clock, read with TIME), never longer than the ideal plus 1 ms. When that slack leaves an answer undecided, the check
-// starts again on fresh keys, and is skipped after three tries. Every check
-// uses keys of its own, random letters under a prefix unique to the run,
-// and deletes them when it ends.
+// clock, read with TIME), never longer than the ideal plus 1 ms. When that
+// slack leaves an answer undecided, the check starts again on fresh keys,
+// and is skipped after three tries. Every check uses keys of its own,
+// random letters under a prefix unique to the run, and deletes them when
+// it ends.
 //
 // Every call into the code under test goes through a helper that turns a
 // panic into a failure of that subtest only.
