@@ -20,7 +20,7 @@ import (
 // flood on the wall clock held to the model's figures (--real, task 6
 // with --redis) never has a neighbour, nor has a unit stage another unit
 // stage. Task 3's flood of many keys, whose generator has to keep up with
-// 4,000 new keys a second but leaves most of a core idle, has one at the
+// 8,000 new keys a second but leaves most of a core idle, has one at the
 // lowest CPU priority (nice 19, where the system has nice; task 3 calls
 // yieldLow): the next task's unit stage then takes what the flood leaves.
 //
