@@ -21,11 +21,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"ratelab/fakegpu"
-	"ratelab/harness"
 	"ratelab/internal/suites/suitekit"
 	"ratelab/internal/vnet"
 	"ratelab/internal/vsession"
 	"ratelab/model"
+	"ratelab/scenario"
 )
 
 // The collapse curve, measured: an unprotected server flooded at 120, 160
@@ -131,7 +131,7 @@ func TestStormsOverManyRunsInVirtualTime(t *testing.T) {
 		_, err := s.call(ctx, vsession.Request{Op: vsession.OpStart, Config: &server, NotBefore: time.Now()})
 		require.NoError(t, err)
 		rep, err := s.call(ctx, vsession.Request{Op: vsession.OpStorm, Retry: &rt,
-			Storm: &harness.StormOptions{Name: fmt.Sprintf("storm %d", i), Clients: task4Clients, Limit: task4StormLimit}})
+			Storm: &scenario.StormOptions{Name: fmt.Sprintf("storm %d", i), Clients: task4Clients, Limit: task4StormLimit}})
 		require.NoError(t, err)
 		_, err = s.call(ctx, vsession.Request{Op: vsession.OpFinish})
 		require.NoError(t, err)

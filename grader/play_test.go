@@ -11,27 +11,28 @@ import (
 	"ratelab/fakegpu"
 	"ratelab/harness"
 	"ratelab/results"
+	"ratelab/scenario"
 	"ratelab/solutions/bucket"
 	"ratelab/solutions/shedding"
 )
 
 // playConfig is the fake GPU of the lesson's plays: the default server in
-// mode bucket with a bucket of harness.PlayBucketRate and PlayBucketBurst.
+// mode bucket with a bucket of scenario.PlayBucketRate and PlayBucketBurst.
 func playConfig() fakegpu.Config {
 	cfg := fakegpu.DefaultConfig()
 	cfg.Mode = fakegpu.ModeBucket
-	cfg.BucketRate, cfg.BucketBurst = harness.PlayBucketRate, harness.PlayBucketBurst
+	cfg.BucketRate, cfg.BucketBurst = scenario.PlayBucketRate, scenario.PlayBucketBurst
 	return cfg
 }
 
-// playVirtual floods play, as the grader does (harness.PlayOptions and
+// playVirtual floods play, as the grader does (scenario.PlayOptions and
 // PlayResult), at the reference's bucket in front of its shedding, in
 // virtual time.
-func playVirtual(t *testing.T, play harness.Play) (*results.BucketPlay, *results.Run) {
+func playVirtual(t *testing.T, play scenario.Play) (*results.BucketPlay, *results.Run) {
 	t.Helper()
 	cfg := playConfig()
-	run := virtualFloodWith(t, cfg, harness.PlayOptions(play))
-	p, err := harness.PlayResult(play, cfg.BucketRate, cfg.BucketBurst, run)
+	run := virtualFloodWith(t, cfg, scenario.PlayOptions(play))
+	p, err := scenario.PlayResult(play, cfg.BucketRate, cfg.BucketBurst, run)
 	require.NoError(t, err)
 	return p, run
 }
@@ -43,7 +44,7 @@ func playVirtual(t *testing.T, play harness.Play) (*results.BucketPlay, *results
 // average 5/s, barely over the refill.
 func TestLessonBucketPlays(t *testing.T) {
 	plays := map[string]*results.BucketPlay{}
-	for _, play := range harness.LessonPlays() {
+	for _, play := range scenario.LessonPlays() {
 		t.Run(play.Name, func(t *testing.T) {
 			p, run := playVirtual(t, play)
 			require.True(t, run.Reliable, "%s: %v", play.Name, run.Warnings)
@@ -61,7 +62,7 @@ func TestLessonBucketPlays(t *testing.T) {
 	require.NotNil(t, steady)
 	require.NotNil(t, spikes)
 	assert.Equal(t, int64(60), steady.Sent)
-	assert.InDelta(t, harness.PlayBucketBurst+harness.PlayBucketRate*steady.DurationS, float64(steady.Admitted), 1, "steady: burst + 4·D, ± 1")
+	assert.InDelta(t, scenario.PlayBucketBurst+scenario.PlayBucketRate*steady.DurationS, float64(steady.Admitted), 1, "steady: burst + 4·D, ± 1")
 	assert.Equal(t, int64(49), steady.Admitted, "steady: 10 + 4 × (10 − 1/6) s, rounded down")
 	assert.Equal(t, int64(60), spikes.Sent, "two spikes of 30")
 	assert.Equal(t, int64(20), spikes.Admitted, "10 of each spike")
@@ -85,18 +86,18 @@ func TestLessonSpikePlayOnLoopback(t *testing.T) {
 	if testing.Short() {
 		t.Skip("floods for 12 s")
 	}
-	cfg, play := playConfig(), harness.LessonPlays()[1]
+	cfg, play := playConfig(), scenario.LessonPlays()[1]
 	srv, err := fakegpu.New(cfg, fakegpu.WithAdmission(fakegpu.AdmissionFunc(shedding.Admit)),
 		fakegpu.WithLimiter(bucket.NewKeyedLimiter(cfg.BucketRate, cfg.BucketBurst)))
 	require.NoError(t, err)
 	in, err := fakegpu.Listen(srv, "127.0.0.1:0")
 	require.NoError(t, err)
 	defer in.Close()
-	opts := harness.PlayOptions(play)
+	opts := scenario.PlayOptions(play)
 	opts.URL, opts.Stats = in.URL+"/generate", harness.ServerStats(srv)
 	run, err := harness.Flood(context.Background(), opts)
 	require.NoError(t, err)
-	p, err := harness.PlayResult(play, cfg.BucketRate, cfg.BucketBurst, run)
+	p, err := scenario.PlayResult(play, cfg.BucketRate, cfg.BucketBurst, run)
 	require.NoError(t, err)
 	t.Logf("spikes on loopback: sent %d, admitted %d, refused %d; send lag p99 %.2f ms", p.Sent, p.Admitted, p.Refused, run.SendLagP99MS)
 	assert.Equal(t, int64(60), p.Sent)
@@ -109,7 +110,7 @@ func TestLessonSpikePlayOnLoopback(t *testing.T) {
 // replayed on the bucket admits, and a second flood is identical to the
 // microsecond.
 func TestVirtualPatternsAreDeterministic(t *testing.T) {
-	plays := []harness.Play{
+	plays := []scenario.Play{
 		{Name: "ramp", Duration: 10 * time.Second, Pattern: harness.Pattern{Kind: harness.PatternRamp, From: 1, To: 12}},
 		{Name: "poisson", Rate: 6, Duration: 10 * time.Second, Pattern: harness.Pattern{Kind: harness.PatternPoisson, Seed: 7}},
 		{Name: "spikes", Duration: 10 * time.Second, Pattern: harness.Pattern{Kind: harness.PatternSpikes, Spike: 12, Every: 1500 * time.Millisecond}},

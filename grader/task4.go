@@ -12,6 +12,7 @@ import (
 	"ratelab/harness"
 	"ratelab/internal/vsession"
 	"ratelab/results"
+	"ratelab/scenario"
 )
 
 // The storm of task 4: 400 clients against the shedding server of task 2,
@@ -247,7 +248,7 @@ func stormTask4(ctx context.Context, g *grading, stormBin, serverBin string) err
 			map[bool]string{true: " (it spreads Retry-After)", false: ""}[row.honor], map[bool]string{true: ", in virtual time", false: ""}[g.virtual()])
 		st, stats, err := g.storm(ctx, stormBin, serverBin, server, vsession.Request{
 			Op: vsession.OpStorm, Retry: &rt,
-			Storm: &harness.StormOptions{Name: row.name, Clients: task4Clients, Limit: task4StormLimit},
+			Storm: &scenario.StormOptions{Name: row.name, Clients: task4Clients, Limit: task4StormLimit},
 		}, task4StormLimit)
 		if err != nil {
 			return fmt.Errorf("%s: %w", row.name, err)
@@ -300,7 +301,7 @@ func amplifyTask4(ctx context.Context, g *grading, stormBin string) (naive, budg
 		g.logf("  %s against the unprotected server%s ...", row.name, map[bool]string{true: ", in virtual time", false: ""}[g.virtual()])
 		st, stats, err := g.storm(ctx, stormBin, "", cfg, vsession.Request{
 			Op: vsession.OpAmplify, Retry: &row.retry,
-			Amplify: &harness.AmplifyOptions{Name: row.name, Rate: 100, Duration: 10 * time.Second, Limit: task4AmplifyLimit},
+			Amplify: &scenario.AmplifyOptions{Name: row.name, Rate: 100, Duration: 10 * time.Second, Limit: task4AmplifyLimit},
 		}, task4AmplifyLimit)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", row.name, err)

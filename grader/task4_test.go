@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"ratelab/fakegpu"
-	"ratelab/harness"
 	"ratelab/results"
+	"ratelab/scenario"
 )
 
 // Tests of the logic of task 4's flood checks: each feeds checkTask4Storms
@@ -66,7 +66,7 @@ func storm4(row int, lastDone float64, succeeded int64, bins []int64) *results.S
 		MaxTries: task4Tries, BaseMS: 100, CapMS: 5000, Clients: task4Clients,
 		Attempts: sent, ServerReceived: sent, Succeeded: succeeded, Failed: task4Clients - succeeded,
 		LastDoneS: lastDone, IdealS: 5, BinMS: 250, SendsPerBin: slices.Clone(bins),
-		EmptyShare: harness.EmptyShare(bins, int(time.Second/bin), int(time.Duration(lastDone*float64(time.Second))/bin)+1),
+		EmptyShare: scenario.EmptyShare(bins, int(time.Second/bin), int(time.Duration(lastDone*float64(time.Second))/bin)+1),
 	}
 }
 
@@ -398,7 +398,7 @@ func task4Calls(st *results.Storm) *results.CallStats {
 		if int64(i) < st.ServerReceived%n {
 			a++
 		}
-		c := results.CallRecord{ID: harness.StormCallID(i), Attempts: a, MaxOpen: 1, Gaps: a - 1}
+		c := results.CallRecord{ID: scenario.StormCallID(i), Attempts: a, MaxOpen: 1, Gaps: a - 1}
 		if a > 1 {
 			c.MinGapMS = 0.2
 			c.RetryAfterReturns, c.WorstRetryAfterS, c.WorstGapMS = a-1, 1, 1003

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"ratelab/harness"
 	"ratelab/internal/vsession"
 	"ratelab/provider"
 	"ratelab/results"
+	"ratelab/scenario"
 )
 
 // Tolerances of task 5, each with the reason it is as wide as it is.
@@ -94,7 +94,7 @@ func judgeTask5(ctx context.Context, g *grading, bin string) error {
 		// The judge's defaults, as cmd/judge --in-process --strategy all.
 		api := provider.DefaultConfig()
 		out, err := s.call(ctx, vsession.Request{Op: vsession.OpJudge, API: &api,
-			Judge: &harness.JudgeOptions{Workload: harness.DefaultJudgeWorkload()}})
+			Judge: &scenario.JudgeOptions{Workload: scenario.DefaultJudgeWorkload()}})
 		if err != nil {
 			return g.learnerFault("the judge in virtual time", err)
 		}

@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"ratelab/harness"
 	"ratelab/internal/vsession"
 	"ratelab/results"
+	"ratelab/scenario"
 )
 
 // The dead-dependency scenario of task 7: a service at 100 requests per
@@ -37,8 +37,8 @@ const (
 
 // task7Settings is task 7's dependency scenario, and with a breaker its
 // settings (nil without one).
-func task7Settings(with bool) (harness.DependencyScenario, *vsession.Breaker) {
-	o := harness.DependencyScenario{
+func task7Settings(with bool) (scenario.Dependency, *vsession.Breaker) {
+	o := scenario.Dependency{
 		Name: "without a breaker", Rate: task7Rate, Duration: task7Length,
 		ClientTimeout: task7ClientTimeout, CallTimeout: task7CallTimeout, DependencyWork: task7Work,
 		DeadAt: task7DeadAt, DeadFor: task7DeadFor, SlowCall: task7SlowCall,
@@ -51,7 +51,7 @@ func task7Settings(with bool) (harness.DependencyScenario, *vsession.Breaker) {
 }
 
 // scenarioArgs is cmd/breaker's command line for o and b.
-func scenarioArgs(o harness.DependencyScenario, b *vsession.Breaker) []string {
+func scenarioArgs(o scenario.Dependency, b *vsession.Breaker) []string {
 	args := []string{"--rate", strconv.FormatFloat(o.Rate, 'g', -1, 64), "--seconds", strconv.FormatFloat(o.Duration.Seconds(), 'g', -1, 64),
 		"--dead-at", o.DeadAt.String(), "--dead-for", o.DeadFor.String(), "--call-timeout", o.CallTimeout.String(),
 		"--client-timeout", o.ClientTimeout.String(), "--dependency-work", o.DependencyWork.String(), "--slow-call", o.SlowCall.String(),
@@ -144,7 +144,7 @@ func (g *grading) breakerBinary(ctx context.Context) (string, error) {
 // runScenario runs the scenario o, with the breaker b (none if nil): in
 // the grading's virtual-time session, or on the wall clock with the
 // breaker binary bin.
-func (g *grading) runScenario(ctx context.Context, bin string, o harness.DependencyScenario, b *vsession.Breaker) (*results.Scenario, error) {
+func (g *grading) runScenario(ctx context.Context, bin string, o scenario.Dependency, b *vsession.Breaker) (*results.Scenario, error) {
 	if g.virtual() {
 		s, err := g.vsession(ctx)
 		if err != nil {

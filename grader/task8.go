@@ -6,14 +6,14 @@ import (
 	"math"
 	"time"
 
-	"ratelab/harness"
 	"ratelab/internal/vsession"
 	"ratelab/results"
+	"ratelab/scenario"
 )
 
 // Task 8's measurements run in a child program, cmd/counting, with the
 // graded tree's four limiters compiled in, on the real clock, with the sizes
-// of harness.CountingOptions' defaults: the boundary burst at 100 per 2 s,
+// of scenario.CountingOptions' defaults: the boundary burst at 100 per 2 s,
 // the synchronised return of 100 clients at 10 per second in bins of
 // window/limit = 100 ms, memory at 100 and 10,000 per minute, and the
 // disagreement on a seeded trace of 100 clients near 10 per 500 ms.
@@ -137,7 +137,7 @@ func measureTask8(ctx context.Context, g *grading, bin string) error {
 		if err != nil {
 			return err
 		}
-		out, err := s.call(ctx, vsession.Request{Op: vsession.OpCounting, NotBefore: time.Now(), Counting: &harness.CountingOptions{
+		out, err := s.call(ctx, vsession.Request{Op: vsession.OpCounting, NotBefore: time.Now(), Counting: &scenario.CountingOptions{
 			Measure: []string{"boundary", "return", "disagreement"}, Seed: g.opts.Seed,
 		}})
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"ratelab/fakegpu"
 	"ratelab/harness"
 	"ratelab/results"
+	"ratelab/scenario"
 )
 
 // Task 8's server mode: each of the four limiters stands where task 3's
@@ -47,18 +48,18 @@ const (
 )
 
 // task8CheckServerPlays judges the graded token bucket on the lesson's two
-// plays (harness.LessonPlays) over HTTP.
+// plays (scenario.LessonPlays) over HTTP.
 const task8CheckServerPlays = "server: the token bucket admits the lesson's steady and spiky plays as its schedule replayed"
 
 // The bucket of the lesson's plays: refill task8PlayLimit tokens per
-// task8PlayWindow (4/s), burst task8PlayBurst (harness.PlayBucketRate and
+// task8PlayWindow (4/s), burst task8PlayBurst (scenario.PlayBucketRate and
 // PlayBucketBurst). Task 8's bucket takes its rate as a limit per window
 // and a burst of at most the limit: 40 per 10 s is the 4/s with room for
 // the burst of 10.
 const (
-	task8PlayLimit  = int(harness.PlayBucketRate * 10)
+	task8PlayLimit  = int(scenario.PlayBucketRate * 10)
 	task8PlayWindow = 10 * time.Second
-	task8PlayBurst  = int(harness.PlayBucketBurst)
+	task8PlayBurst  = int(scenario.PlayBucketBurst)
 )
 
 // task8PlayTolerance is how far from the schedule replayed against the
@@ -92,12 +93,12 @@ func playTask8(ctx context.Context, g *grading, bin string) error {
 	var plays []*results.BucketPlay
 	var scheduled []int64
 	var last *results.Run
-	for _, play := range harness.LessonPlays() {
-		got, err := g.floodChild(ctx, bin, cfg, harness.PlayOptions(play))
+	for _, play := range scenario.LessonPlays() {
+		got, err := g.floodChild(ctx, bin, cfg, scenario.PlayOptions(play))
 		if err != nil {
 			return fmt.Errorf("the %s play: %w", play.Name, err)
 		}
-		p, err := harness.PlayResult(play, cfg.BucketRate, cfg.BucketBurst, got[0])
+		p, err := scenario.PlayResult(play, cfg.BucketRate, cfg.BucketBurst, got[0])
 		if err != nil {
 			return err
 		}
@@ -116,7 +117,7 @@ func playTask8(ctx context.Context, g *grading, bin string) error {
 // admits, within task8PlayTolerance.
 func checkTask8Plays(g *grading, plays []*results.BucketPlay, scheduled []int64, run *results.Run) {
 	chk := results.Check{Name: task8CheckServerPlays, MaxScore: 1, Measured: map[string]float64{}, Expected: map[string]float64{}}
-	pass := len(plays) == len(harness.LessonPlays()) && len(scheduled) == len(plays)
+	pass := len(plays) == len(scenario.LessonPlays()) && len(scheduled) == len(plays)
 	var parts []string
 	for i, p := range plays {
 		ok := i < len(scheduled) && p.Sent == scheduled[i] && p.Sent > 0 && p.Admitted >= p.Predicted-task8PlayTolerance && p.Admitted <= p.Predicted+task8PlayTolerance

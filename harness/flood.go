@@ -9,6 +9,10 @@
 // attack library with no cap on workers or connections (a capped client pool
 // is an unbounded queue of its own), records latencies into HdrHistograms per
 // outcome, and samples the server's /stats until its line has drained.
+//
+// The experiments built from floods and clients of their own (storms, the
+// judge, the dependency scenario, the counting limiters) are package
+// scenario's.
 package harness
 
 import (

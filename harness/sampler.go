@@ -88,6 +88,26 @@ type sampler struct {
 	wg      sync.WaitGroup
 }
 
+// Sampler reads a server's stats every interval in the background, from
+// ReadOffset past its start onwards (see [StartSampler]).
+type Sampler struct{ s *sampler }
+
+// StartSampler starts reading stats every interval, counting time from
+// t0, until Stop. A nil stats reads nothing.
+func StartSampler(stats StatsFunc, every time.Duration, t0 time.Time) *Sampler {
+	return &Sampler{startSampler(Options{Stats: stats, SampleEvery: every}, t0)}
+}
+
+// Stop stops the readings; it may be called more than once.
+func (s *Sampler) Stop() { s.s.stop() }
+
+// Samples returns the readings so far.
+func (s *Sampler) Samples() []results.Sample {
+	s.s.mu.Lock()
+	defer s.s.mu.Unlock()
+	return append([]results.Sample(nil), s.s.samples...)
+}
+
 func startSampler(opts Options, t0 time.Time) *sampler {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &sampler{

@@ -9,7 +9,7 @@ const (
 )
 
 // Counting is task 8's measurements of its four limiters on the real clock
-// (harness.MeasureCounting, printed by cmd/counting): the same traffic fed
+// (scenario.MeasureCounting, printed by cmd/counting): the same traffic fed
 // to each, and what each admitted.
 type Counting struct {
 	// Tree is the tree the limiters came from: "solutions/counting" or

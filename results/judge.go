@@ -5,7 +5,7 @@ import "time"
 // JudgeSchema names the format of a JudgeReport.
 const JudgeSchema = "ratelab.judge/v1"
 
-// A JudgeReport is task 5's judge (harness.Judge, printed by cmd/judge):
+// A JudgeReport is task 5's judge (scenario.Judge, printed by cmd/judge):
 // one run of one or more strategies against the same fake Messages API.
 // Every count a check should rely on comes from the API's own /stats, per
 // strategy key.

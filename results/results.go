@@ -75,7 +75,7 @@ type Document struct {
 	// repeat.
 	Counting []*Counting `json:"counting,omitempty"`
 	// BucketPlays are the lesson's token-bucket plays on the fake GPU
-	// (task 8; harness.PlayResult), when measured.
+	// (task 8; scenario.PlayResult), when measured.
 	BucketPlays []*BucketPlay `json:"bucket_plays,omitempty"`
 	// Judge is task 5's judge report (schema ratelab.judge/v1).
 	Judge *JudgeReport `json:"judge,omitempty"`

@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"ratelab/exercises/breaker"
-	"ratelab/harness"
+	"ratelab/scenario"
 )
 
 // newBreaker returns the learner's circuit breaker.
-func newBreaker(window int, ratio float64, minCalls int, cooldown time.Duration, halfOpen int) harness.Breaker {
+func newBreaker(window int, ratio float64, minCalls int, cooldown time.Duration, halfOpen int) scenario.Breaker {
 	return breaker.NewBreaker(breaker.BreakerSettings{
 		Window: window, FailureRatio: ratio, MinCalls: minCalls, Cooldown: cooldown, HalfOpenMax: halfOpen,
 	})

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"ratelab/harness"
+	"ratelab/scenario"
 )
 
 func main() {
@@ -40,7 +40,7 @@ func main() {
 	if *clientTimeout <= 0 {
 		*clientTimeout = *callTimeout + 5*time.Second
 	}
-	o := harness.DependencyScenario{
+	o := scenario.Dependency{
 		Name: "without a breaker", Rate: *rate, Duration: time.Duration(*seconds * float64(time.Second)),
 		ClientTimeout: *clientTimeout, CallTimeout: *callTimeout, DependencyWork: *work,
 		DeadAt: *deadAt, DeadFor: *deadFor, SlowCall: *slow,
@@ -51,7 +51,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	sc, err := harness.RunDependencyScenario(ctx, o)
+	sc, err := scenario.RunDependency(ctx, o)
 	if sc != nil {
 		if jerr := json.NewEncoder(os.Stdout).Encode(sc); jerr != nil && err == nil {
 			err = jerr

@@ -4,8 +4,8 @@ package main
 
 import (
 	"ratelab/fakegpu"
-	"ratelab/harness"
 	"ratelab/internal/vsession"
+	"ratelab/scenario"
 )
 
 // In the grader's session build (build tag ratelab_vsession) this command
@@ -17,6 +17,6 @@ func init() {
 }
 
 // scenarioBreaker is newBreaker for a session's settings.
-func scenarioBreaker(b vsession.Breaker) harness.Breaker {
+func scenarioBreaker(b vsession.Breaker) scenario.Breaker {
 	return newBreaker(b.Window, b.FailureRatio, b.MinCalls, b.Cooldown, b.HalfOpenMax)
 }

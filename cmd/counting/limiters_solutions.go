@@ -3,7 +3,7 @@
 package main
 
 import (
-	"ratelab/harness"
+	"ratelab/scenario"
 	"ratelab/solutions/counting"
 )
 
@@ -11,6 +11,6 @@ import (
 const tree = "solutions/counting"
 
 // limiters returns the reference four limiters.
-func limiters() harness.CountingSet {
+func limiters() scenario.CountingSet {
 	return countingSet(counting.NewFixedWindow, counting.NewSlidingLog, counting.NewSlidingCounter, counting.NewTokenBucket, counting.DefaultBurst)
 }

@@ -1,5 +1,5 @@
 // Command counting runs task 8's measurements of its four limiters on the
-// real clock (harness.MeasureCounting), with the limiters compiled in from a
+// real clock (scenario.MeasureCounting), with the limiters compiled in from a
 // chosen tree, and prints them as one JSON object (results.Counting). The
 // grader runs it as a child process, so a learner's panic or deadlock
 // cannot take the grader down.
@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"ratelab/fakegpu"
-	"ratelab/harness"
+	"ratelab/scenario"
 )
 
 func main() {
@@ -47,7 +47,7 @@ func main() {
 		}
 		return
 	}
-	c, err := harness.MeasureCounting(ctx, limiters(), harness.CountingOptions{
+	c, err := scenario.MeasureCounting(ctx, limiters(), scenario.CountingOptions{
 		Measure: strings.Split(*measure, ","), Seed: *seed,
 	})
 	if c != nil {
@@ -63,17 +63,17 @@ func main() {
 }
 
 // countingSet adapts one tree's four constructors, whatever their concrete
-// types, to a harness.CountingSet.
-func countingSet[F, L, C, B harness.CountingLimiter](
+// types, to a scenario.CountingSet.
+func countingSet[F, L, C, B scenario.CountingLimiter](
 	fixed func(int, time.Duration) F, log func(int, time.Duration) L,
 	counter func(int, time.Duration) C, bucket func(int, time.Duration, int) B,
 	defaultBurst func(int) int,
-) harness.CountingSet {
-	return harness.CountingSet{
-		Fixed:   func(limit int, window time.Duration) harness.CountingLimiter { return fixed(limit, window) },
-		Log:     func(limit int, window time.Duration) harness.CountingLimiter { return log(limit, window) },
-		Counter: func(limit int, window time.Duration) harness.CountingLimiter { return counter(limit, window) },
-		Bucket: func(limit int, window time.Duration, burst int) harness.CountingLimiter {
+) scenario.CountingSet {
+	return scenario.CountingSet{
+		Fixed:   func(limit int, window time.Duration) scenario.CountingLimiter { return fixed(limit, window) },
+		Log:     func(limit int, window time.Duration) scenario.CountingLimiter { return log(limit, window) },
+		Counter: func(limit int, window time.Duration) scenario.CountingLimiter { return counter(limit, window) },
+		Bucket: func(limit int, window time.Duration, burst int) scenario.CountingLimiter {
 			return bucket(limit, window, burst)
 		},
 		DefaultBurst: defaultBurst,

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"ratelab/fakegpu"
-	"ratelab/harness"
 	"ratelab/lab"
+	"ratelab/scenario"
 )
 
 // Task 8's server mode: the fake GPU with one of the four limiters in front
@@ -21,7 +21,7 @@ import (
 // does, each key allowed cfg.CountingLimit requests per cfg.CountingWindow
 // (the token bucket with a capacity of cfg.BucketBurst), and extra options
 // added.
-func newServer(set harness.CountingSet, cfg fakegpu.Config, extra ...fakegpu.Option) (*fakegpu.Server, error) {
+func newServer(set scenario.CountingSet, cfg fakegpu.Config, extra ...fakegpu.Option) (*fakegpu.Server, error) {
 	if cfg.Mode != fakegpu.ModeBucket || cfg.Counting == "" {
 		return nil, fmt.Errorf("the counting server needs mode bucket and --counting (fixed, log, counter or bucket), not mode %s", cfg.Mode)
 	}
@@ -29,7 +29,7 @@ func newServer(set harness.CountingSet, cfg fakegpu.Config, extra ...fakegpu.Opt
 		return nil, err
 	}
 	limit, window := cfg.CountingLimit, cfg.CountingWindow
-	var lim harness.CountingLimiter
+	var lim scenario.CountingLimiter
 	switch cfg.Counting {
 	case "fixed":
 		lim = set.Fixed(limit, window)
@@ -46,7 +46,7 @@ func newServer(set harness.CountingSet, cfg fakegpu.Config, extra ...fakegpu.Opt
 
 // oneAtATime adapts a task 8 limiter, which counts requests, to the
 // server's Limiter, which takes tokens: one token is one request.
-type oneAtATime struct{ lim harness.CountingLimiter }
+type oneAtATime struct{ lim scenario.CountingLimiter }
 
 // TryTake asks the limiter about one request of key for n = 1; nothing is
 // always there, and more than one request at once never.

@@ -4,13 +4,13 @@ package main
 
 import (
 	"ratelab/exercises/llmclient"
-	"ratelab/harness"
+	"ratelab/scenario"
 )
 
 const clientFrom = "exercises/llmclient"
 
 // newPolite returns the learner's PoliteClient for o.
-func newPolite(o harness.PoliteOptions) harness.Creator {
+func newPolite(o scenario.PoliteOptions) scenario.Creator {
 	return llmclient.NewPoliteClient(llmclient.Options{
 		BaseURL: o.BaseURL, APIKey: o.APIKey, HTTPClient: o.HTTPClient,
 		RPM: o.RPM, ITPM: o.ITPM, MaxInFlight: o.MaxInFlight,

@@ -3,14 +3,14 @@
 package main
 
 import (
-	"ratelab/harness"
+	"ratelab/scenario"
 	"ratelab/solutions/llmclient"
 )
 
 const clientFrom = "solutions/llmclient"
 
 // newPolite returns the reference PoliteClient for o.
-func newPolite(o harness.PoliteOptions) harness.Creator {
+func newPolite(o scenario.PoliteOptions) scenario.Creator {
 	return llmclient.NewPoliteClient(llmclient.Options{
 		BaseURL: o.BaseURL, APIKey: o.APIKey, HTTPClient: o.HTTPClient,
 		RPM: o.RPM, ITPM: o.ITPM, MaxInFlight: o.MaxInFlight,

@@ -1,6 +1,6 @@
 // Command judge replays the lesson's Problem against the fake Messages API:
 // N relevance judgments, each a prompt of about 3000 tokens that share a
-// long prefix, sent by one or more strategies (harness.Judge, which
+// long prefix, sent by one or more strategies (scenario.Judge, which
 // describes them: naive, sleep1, polite, polite-cached, batch, or all five). It
 // prints one JSON document (results.JudgeReport) on stdout. Every count a
 // check should rely on comes from the API's own /stats, per strategy: each
@@ -31,9 +31,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"ratelab/harness"
 	"ratelab/provider"
 	"ratelab/results"
+	"ratelab/scenario"
 )
 
 func main() {
@@ -41,7 +41,7 @@ func main() {
 	inProcess := flag.Bool("in-process", false, "start a fake API in this process, on 127.0.0.1:0")
 	strategy := flag.String("strategy", "all", "naive, sleep1, polite, polite-cached, batch or all")
 	limit := flag.Duration("limit", 0, "the longest one strategy may run (default: max(20s, 2 × its theoretical minimum))")
-	w := harness.DefaultJudgeWorkload()
+	w := scenario.DefaultJudgeWorkload()
 	flag.IntVar(&w.N, "n", w.N, "relevance judgments per strategy")
 	flag.IntVar(&w.PromptTokens, "prompt-tokens", w.PromptTokens, "input tokens of each prompt")
 	flag.IntVar(&w.PrefixTokens, "prefix-tokens", w.PrefixTokens, "of those, the instructions every prompt shares")
@@ -63,7 +63,7 @@ func main() {
 	if *overloadFor > 0 {
 		cfg.Overloaded = []provider.Episode{{Start: *overloadAt, Length: *overloadFor}}
 	}
-	opts := harness.JudgeOptions{
+	opts := scenario.JudgeOptions{
 		URL: *url, InProcess: *inProcess, Workload: w, Limit: *limit,
 		NewPolite: newPolite, Client: clientFrom, Log: os.Stderr,
 	}
@@ -89,7 +89,7 @@ func main() {
 
 // judge starts the API in this process if opts.InProcess asks for it, with
 // cfg, and runs the judge against it.
-func judge(ctx context.Context, cfg provider.Config, opts harness.JudgeOptions) (*results.JudgeReport, error) {
+func judge(ctx context.Context, cfg provider.Config, opts scenario.JudgeOptions) (*results.JudgeReport, error) {
 	if (opts.URL == "") == !opts.InProcess {
 		return nil, errors.New("want exactly one of --url and --in-process")
 	}
@@ -105,5 +105,5 @@ func judge(ctx context.Context, cfg provider.Config, opts harness.JudgeOptions) 
 		defer in.Close()
 		opts.URL = in.URL
 	}
-	return harness.Judge(ctx, opts)
+	return scenario.Judge(ctx, opts)
 }

@@ -25,6 +25,7 @@ import (
 
 	"ratelab/harness"
 	"ratelab/results"
+	"ratelab/scenario"
 )
 
 // callOptions are the retry loop's settings.
@@ -61,11 +62,11 @@ func main() {
 	var err error
 	switch *kind {
 	case "storm":
-		st, err = harness.Storm(ctx, harness.StormOptions{
+		st, err = scenario.Storm(ctx, scenario.StormOptions{
 			Name: *name, BaseURL: *base, Clients: *clients, Call: newCall(o), Timeout: *timeout, Limit: *limit,
 		})
 	case "amplify":
-		st, err = harness.Amplify(ctx, harness.AmplifyOptions{
+		st, err = scenario.Amplify(ctx, scenario.AmplifyOptions{
 			Name: *name, BaseURL: *base, Rate: *rate, Duration: time.Duration(*seconds * float64(time.Second)),
 			Timeout: *timeout, Limit: *limit, Call: newCall(o), Stats: harness.HTTPStats(*base),
 		})

@@ -7,11 +7,11 @@ import (
 	"net/http"
 
 	"ratelab/exercises/retry"
-	"ratelab/harness"
+	"ratelab/scenario"
 )
 
 // newCall wraps the learner's retry loop as the harness's CallFunc.
-func newCall(o callOptions) harness.CallFunc {
+func newCall(o callOptions) scenario.CallFunc {
 	var budget *retry.RetryBudget
 	if o.budget > 0 {
 		budget = retry.NewRetryBudget(o.budget)

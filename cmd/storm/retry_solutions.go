@@ -6,12 +6,12 @@ import (
 	"context"
 	"net/http"
 
-	"ratelab/harness"
+	"ratelab/scenario"
 	"ratelab/solutions/retry"
 )
 
 // newCall wraps the reference retry loop as the harness's CallFunc.
-func newCall(o callOptions) harness.CallFunc {
+func newCall(o callOptions) scenario.CallFunc {
 	var budget *retry.RetryBudget
 	if o.budget > 0 {
 		budget = retry.NewRetryBudget(o.budget)

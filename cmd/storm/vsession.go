@@ -4,8 +4,8 @@ package main
 
 import (
 	"ratelab/fakegpu"
-	"ratelab/harness"
 	"ratelab/internal/vsession"
+	"ratelab/scenario"
 )
 
 // In the grader's session build (build tag ratelab_vsession) this command
@@ -26,6 +26,6 @@ func stormServer(cfg fakegpu.Config, opts ...fakegpu.Option) (*fakegpu.Server, e
 }
 
 // stormCall is newCall for a session's settings.
-func stormCall(r vsession.Retry) harness.CallFunc {
+func stormCall(r vsession.Retry) scenario.CallFunc {
 	return newCall(callOptions{tries: r.Tries, base: r.Base, cap: r.Cap, jitter: r.Jitter, honor: r.HonorRetryAfter, budget: r.Budget})
 }

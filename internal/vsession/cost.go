@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"ratelab/fakegpu"
-	"ratelab/harness"
+	"ratelab/scenario"
 )
 
 // Computation is free in virtual time: a bubble's clock moves only when
@@ -95,12 +95,12 @@ func measureCost(host Host, req CostRequest) ([]Cost, error) {
 		ids := clientIDs(keys)
 		for _, l := range []struct {
 			name string
-			make func() harness.CountingLimiter
+			make func() scenario.CountingLimiter
 		}{
-			{"fixed window", func() harness.CountingLimiter { return set.Fixed(req.Limit, req.Window) }},
-			{"sliding log", func() harness.CountingLimiter { return set.Log(req.Limit, req.Window) }},
-			{"sliding counter", func() harness.CountingLimiter { return set.Counter(req.Limit, req.Window) }},
-			{"token bucket", func() harness.CountingLimiter {
+			{"fixed window", func() scenario.CountingLimiter { return set.Fixed(req.Limit, req.Window) }},
+			{"sliding log", func() scenario.CountingLimiter { return set.Log(req.Limit, req.Window) }},
+			{"sliding counter", func() scenario.CountingLimiter { return set.Counter(req.Limit, req.Window) }},
+			{"token bucket", func() scenario.CountingLimiter {
 				return set.Bucket(req.Limit, req.Window, set.DefaultBurst(req.Limit))
 			}},
 		} {

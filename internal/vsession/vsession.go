@@ -46,6 +46,7 @@ import (
 	"ratelab/model"
 	"ratelab/provider"
 	"ratelab/results"
+	"ratelab/scenario"
 )
 
 // The operations a Request may ask for, in the order a grader uses them:
@@ -142,26 +143,26 @@ type Request struct {
 	Floods []harness.Options `json:"floods,omitempty"`
 	// Storm is OpStorm's storm; its BaseURL, Call and Dial are set by the
 	// session.
-	Storm *harness.StormOptions `json:"storm,omitempty"`
+	Storm *scenario.StormOptions `json:"storm,omitempty"`
 	// Amplify is OpAmplify's run, set likewise (and its Stats).
-	Amplify *harness.AmplifyOptions `json:"amplify,omitempty"`
+	Amplify *scenario.AmplifyOptions `json:"amplify,omitempty"`
 	// Retry configures the graded retry loop for OpStorm and OpAmplify.
 	Retry *Retry `json:"retry,omitempty"`
 	// Scenario is OpScenario's scenario; Listen, Dial and Breaker are set
 	// by the session.
-	Scenario *harness.DependencyScenario `json:"scenario,omitempty"`
+	Scenario *scenario.Dependency `json:"scenario,omitempty"`
 	// Breaker configures the graded breaker for OpScenario; nil runs the
 	// service without one.
 	Breaker *Breaker `json:"breaker,omitempty"`
 	// Judge is OpJudge's run; its URL, NewPolite, Client and Dial are set
 	// by the session.
-	Judge *harness.JudgeOptions `json:"judge,omitempty"`
+	Judge *scenario.JudgeOptions `json:"judge,omitempty"`
 	// Cost is OpCost's measurement.
 	Cost *CostRequest `json:"cost,omitempty"`
 	// API is OpJudge's fake Messages API.
 	API *provider.Config `json:"api,omitempty"`
 	// Counting is OpCounting's measurements.
-	Counting *harness.CountingOptions `json:"counting,omitempty"`
+	Counting *scenario.CountingOptions `json:"counting,omitempty"`
 }
 
 // Breaker is how task 7's circuit breaker is configured (its
@@ -243,20 +244,20 @@ type Host struct {
 	NewRedisServer func(cfg fakegpu.Config, rdb *redis.Client, opts ...fakegpu.Option) (*fakegpu.Server, error)
 	// NewCall returns the graded retry loop configured as r, for OpStorm
 	// and OpAmplify; nil in a session without one.
-	NewCall func(r Retry) harness.CallFunc
+	NewCall func(r Retry) scenario.CallFunc
 	// NewBreaker returns the graded circuit breaker configured as b, for
 	// OpScenario; nil in a session without one.
-	NewBreaker func(b Breaker) harness.Breaker
+	NewBreaker func(b Breaker) scenario.Breaker
 	// NewPolite returns the graded polite client, for OpJudge, and Client
 	// names its tree; nil in a session without one.
-	NewPolite func(harness.PoliteOptions) harness.Creator
+	NewPolite func(scenario.PoliteOptions) scenario.Creator
 	Client    string
 	// Stalled is called once the session has sent a stalled reply; nil
 	// ends the process with status 3 (a stalled bubble cannot be stopped).
 	Stalled func()
 	// Counting is the graded set of limiters, for OpCounting, and
 	// CountingTree names its tree; nil in a session without them.
-	Counting     *harness.CountingSet
+	Counting     *scenario.CountingSet
 	CountingTree string
 }
 
@@ -547,7 +548,7 @@ func (s *session) do(r Request) Reply {
 		if r.Counting == nil || s.host.Counting == nil {
 			return fail("counting: no measurements, or no limiters in this session")
 		}
-		c, err := harness.MeasureCounting(context.Background(), *s.host.Counting, *r.Counting)
+		c, err := scenario.MeasureCounting(context.Background(), *s.host.Counting, *r.Counting)
 		if c != nil {
 			c.Tree, c.Clock = s.host.CountingTree, results.ClockVirtual
 		}
@@ -642,14 +643,14 @@ func (s *session) storm(r Request) (*results.Storm, error) {
 		}
 		o := *r.Storm
 		o.BaseURL, o.Call, o.Dial = base, call, s.net.DialContext
-		st, err = harness.Storm(context.Background(), o)
+		st, err = scenario.Storm(context.Background(), o)
 	} else {
 		if r.Amplify == nil {
 			return nil, errors.New("no amplifier")
 		}
 		o := *r.Amplify
 		o.BaseURL, o.Call, o.Dial, o.Stats = base, call, s.net.DialContext, harness.ServerStats(s.srv)
-		st, err = harness.Amplify(context.Background(), o)
+		st, err = scenario.Amplify(context.Background(), o)
 	}
 	if st != nil {
 		rt := *r.Retry
@@ -662,7 +663,7 @@ func (s *session) storm(r Request) (*results.Storm, error) {
 
 // scenario runs o on a fresh in-memory network, with the graded breaker
 // configured as b (none if nil).
-func (s *session) scenario(o harness.DependencyScenario, b *Breaker) (*results.Scenario, error) {
+func (s *session) scenario(o scenario.Dependency, b *Breaker) (*results.Scenario, error) {
 	n := &vnet.Network{}
 	o.Listen = func(address string) (net.Listener, error) { return n.Listen(address) }
 	o.Dial = n.DialContext
@@ -670,7 +671,7 @@ func (s *session) scenario(o harness.DependencyScenario, b *Breaker) (*results.S
 	if b != nil {
 		o.Breaker = s.host.NewBreaker(*b)
 	}
-	sc, err := harness.RunDependencyScenario(context.Background(), o)
+	sc, err := scenario.RunDependency(context.Background(), o)
 	if sc != nil && sc.Run != nil {
 		sc.Run.Clock = results.ClockVirtual
 	}
@@ -683,7 +684,7 @@ func (s *session) scenario(o harness.DependencyScenario, b *Breaker) (*results.S
 const apiAddr = "127.0.0.1:1"
 
 // judge runs o against a fresh fake API configured as api.
-func (s *session) judge(o harness.JudgeOptions, api provider.Config) (*results.JudgeReport, error) {
+func (s *session) judge(o scenario.JudgeOptions, api provider.Config) (*results.JudgeReport, error) {
 	srv, err := provider.New(api)
 	if err != nil {
 		return nil, err
@@ -699,7 +700,7 @@ func (s *session) judge(o harness.JudgeOptions, api provider.Config) (*results.J
 	defer hs.Close()
 	o.URL, o.InProcess, o.Dial = "http://"+apiAddr, true, n.DialContext
 	o.NewPolite, o.Client, o.Log = s.host.NewPolite, s.host.Client, nil
-	rep, err := harness.Judge(context.Background(), o)
+	rep, err := scenario.Judge(context.Background(), o)
 	if rep != nil {
 		rep.Clock = results.ClockVirtual
 	}

@@ -18,6 +18,7 @@ import (
 	"ratelab/fakegpu"
 	"ratelab/harness"
 	"ratelab/results"
+	"ratelab/scenario"
 )
 
 // unprotected is a NewServer for the unprotected server only, which needs
@@ -241,7 +242,7 @@ func TestCostIsMeasuredOnTheWallClock(t *testing.T) {
 		{0, 0, 100 * time.Microsecond},
 		{time.Millisecond, time.Millisecond, time.Second},
 	} {
-		host := Host{NewServer: unprotected, NewBreaker: func(Breaker) harness.Breaker { return burner{tt.per} }}
+		host := Host{NewServer: unprotected, NewBreaker: func(Breaker) scenario.Breaker { return burner{tt.per} }}
 		reps := converseWith(t, host,
 			Request{Op: OpStop},
 			Request{Op: OpCost, Cost: &CostRequest{Server: &cfg, Keys: 10, Breaker: &Breaker{}}},

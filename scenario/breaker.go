@@ -1,4 +1,4 @@
-package harness
+package scenario
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"ratelab/harness"
 	"ratelab/model"
 	"ratelab/results"
 )
@@ -24,12 +25,12 @@ type Breaker interface {
 	Allow() (done func(success bool), err error)
 }
 
-// DependencyScenario describes the dead-dependency scenario: a service
+// Dependency describes the dead-dependency scenario: a service
 // answers its clients at Rate per second; each request calls a dependency
 // on loopback that answers in DependencyWork, except between DeadAt and
 // DeadAt+DeadFor, when it accepts requests and never answers. The service's
 // client timeout to the dependency is CallTimeout.
-type DependencyScenario struct {
+type Dependency struct {
 	Name           string
 	Rate           float64       // requests per second to the service
 	Duration       time.Duration // how long they arrive
@@ -50,12 +51,12 @@ type DependencyScenario struct {
 	// the service, its dependency and the flood (an in-memory network, for
 	// a scenario in virtual time; see Options.Dial).
 	Listen func(address string) (net.Listener, error) `json:"-"`
-	Dial   DialFunc                                   `json:"-"`
+	Dial   harness.DialFunc                           `json:"-"`
 }
 
 // scenarioService is the service and its dependency, with their counters.
 type scenarioService struct {
-	opts     DependencyScenario
+	opts     Dependency
 	t0       time.Time
 	client   *http.Client
 	depURL   string
@@ -150,11 +151,11 @@ func (s *scenarioService) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, "ok\n")
 }
 
-// RunDependencyScenario runs the scenario and returns the flood of the
+// RunDependency runs the scenario and returns the flood of the
 // service's clients, with the service's own counts over time.
-func RunDependencyScenario(ctx context.Context, o DependencyScenario) (*results.Scenario, error) {
+func RunDependency(ctx context.Context, o Dependency) (*results.Scenario, error) {
 	if o.Rate <= 0 || o.Duration <= 0 || o.CallTimeout <= 0 || o.SlowCall <= 0 {
-		return nil, fmt.Errorf("%w: dependency scenario %+v", ErrBadOptions, o)
+		return nil, fmt.Errorf("%w: dependency scenario %+v", harness.ErrBadOptions, o)
 	}
 	s := &scenarioService{opts: o}
 	s.firstRefusal.Store(-1)
@@ -197,7 +198,7 @@ func RunDependencyScenario(ctx context.Context, o DependencyScenario) (*results.
 		// would count the call arriving then, or not, by the scheduler's
 		// order.
 		time.Sleep(model.ReadOffset)
-		tick := time.NewTicker(DefaultSampleEvery)
+		tick := time.NewTicker(harness.DefaultSampleEvery)
 		defer tick.Stop()
 		var ms runtime.MemStats
 		for {
@@ -215,7 +216,7 @@ func RunDependencyScenario(ctx context.Context, o DependencyScenario) (*results.
 			}
 		}
 	}()
-	run, err := Flood(ctx, Options{
+	run, err := harness.Flood(ctx, harness.Options{
 		Name: o.Name, URL: "http://" + svcLn.Addr().String() + "/", Rate: o.Rate,
 		Duration: o.Duration, Timeout: o.ClientTimeout, DrainCap: -1, Dial: o.Dial,
 	})

@@ -1,4 +1,4 @@
-package harness
+package scenario
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"ratelab/fakegpu"
+	"ratelab/harness"
 	"ratelab/model"
 	"ratelab/results"
 )
@@ -24,20 +25,20 @@ type CallFunc func(ctx context.Context, c *http.Client, req *http.Request, onAtt
 
 // Defaults of storms and amplifiers.
 const (
-	DefaultStormTimeout = 30 * time.Second       // per attempt, as the lesson's storm client
-	DefaultStormLimit   = 120 * time.Second      // the longest a storm may run
-	DefaultStormBin     = 250 * time.Millisecond // sends are counted per bin
-	stormOpenSpacing    = 2 * time.Millisecond   // between clients opening their connections
-	stormOpenTimeout    = 5 * time.Second        // to open one connection before the start
-	maxStormErrors      = 3                      // distinct final errors kept
-	maxStormClients     = 5000                   // each holds a connection
-	maxAmplifyRate      = 2000.0                 // calls per second
-	amplifyDrainCap     = 30 * time.Second       // wait for calls in flight after the last arrival
-	minStormBins        = 1                      // bins before the first are never empty
-	stormStatsPath      = "/stats"               // read to open each client's connection
-	stormGeneratePath   = "/generate"            // what the storm calls
-	stormSampleEvery    = DefaultSampleEvery     // server stats interval during an amplifier
-	stormMaxBins        = 4 * 60 * 10            // 10 minutes of 250 ms bins at most
+	DefaultStormTimeout = 30 * time.Second           // per attempt, as the lesson's storm client
+	DefaultStormLimit   = 120 * time.Second          // the longest a storm may run
+	DefaultStormBin     = 250 * time.Millisecond     // sends are counted per bin
+	stormOpenSpacing    = 2 * time.Millisecond       // between clients opening their connections
+	stormOpenTimeout    = 5 * time.Second            // to open one connection before the start
+	maxStormErrors      = 3                          // distinct final errors kept
+	maxStormClients     = 5000                       // each holds a connection
+	maxAmplifyRate      = 2000.0                     // calls per second
+	amplifyDrainCap     = 30 * time.Second           // wait for calls in flight after the last arrival
+	minStormBins        = 1                          // bins before the first are never empty
+	stormStatsPath      = "/stats"                   // read to open each client's connection
+	stormGeneratePath   = "/generate"                // what the storm calls
+	stormSampleEvery    = harness.DefaultSampleEvery // server stats interval during an amplifier
+	stormMaxBins        = 4 * 60 * 10                // 10 minutes of 250 ms bins at most
 )
 
 // StormOptions describe a retry storm: Clients callers, each with its own
@@ -59,7 +60,7 @@ type StormOptions struct {
 	Bin time.Duration
 	// Dial, if set, opens the clients' connections instead of the
 	// operating system's network (see Options.Dial).
-	Dial DialFunc `json:"-"`
+	Dial harness.DialFunc `json:"-"`
 }
 
 // attemptLog records when attempts were sent, from any goroutine.
@@ -131,20 +132,20 @@ func StormCallID(i int) string { return "c" + strconv.Itoa(i) }
 // Storm runs a retry storm and returns what happened. The clients' calls
 // are bounded by opts.Limit; a storm that hits it is marked TimedOut.
 func Storm(ctx context.Context, opts StormOptions) (*results.Storm, error) {
-	if err := CheckLoopback(opts.BaseURL); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
+	if err := harness.CheckLoopback(opts.BaseURL); err != nil {
+		return nil, fmt.Errorf("%w: %w", harness.ErrBadOptions, err)
 	}
 	if opts.Clients < 1 || opts.Clients > maxStormClients {
-		return nil, fmt.Errorf("%w: %d clients, want 1 to %d", ErrBadOptions, opts.Clients, maxStormClients)
+		return nil, fmt.Errorf("%w: %d clients, want 1 to %d", harness.ErrBadOptions, opts.Clients, maxStormClients)
 	}
 	if opts.Call == nil {
-		return nil, fmt.Errorf("%w: no call function", ErrBadOptions)
+		return nil, fmt.Errorf("%w: no call function", harness.ErrBadOptions)
 	}
 	opts.Timeout = orDefault(opts.Timeout, DefaultStormTimeout)
 	opts.Limit = orDefault(opts.Limit, DefaultStormLimit)
 	opts.Bin = orDefault(opts.Bin, DefaultStormBin)
 	if opts.Dial == nil {
-		if _, err := RaiseFileLimit(uint64(2*opts.Clients) + 256); err != nil {
+		if _, err := harness.RaiseFileLimit(uint64(2*opts.Clients) + 256); err != nil {
 			return nil, err
 		}
 	}
@@ -246,33 +247,33 @@ type AmplifyOptions struct {
 	Timeout time.Duration
 	Call    CallFunc `json:"-"`
 	// Stats reads the server's /stats during the run; nil reads none.
-	Stats StatsFunc `json:"-"`
+	Stats harness.StatsFunc `json:"-"`
 	// Limit bounds the whole run, arrivals and retries (default
 	// Duration + 30 s).
 	Limit time.Duration
 	// Dial, if set, opens the calls' connections instead of the operating
 	// system's network (see Options.Dial).
-	Dial DialFunc `json:"-"`
+	Dial harness.DialFunc `json:"-"`
 }
 
 // Amplify runs the retry amplifier and returns what happened, with the
 // server's stats sampled every 100 ms so the attempts it received per
 // second can be read from its own counters.
 func Amplify(ctx context.Context, opts AmplifyOptions) (*results.Storm, error) {
-	if err := CheckLoopback(opts.BaseURL); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
+	if err := harness.CheckLoopback(opts.BaseURL); err != nil {
+		return nil, fmt.Errorf("%w: %w", harness.ErrBadOptions, err)
 	}
-	if !(opts.Rate > 0 && opts.Rate <= maxAmplifyRate) || opts.Duration <= 0 || opts.Duration > MaxDuration {
-		return nil, fmt.Errorf("%w: amplify at %v/s for %s", ErrBadOptions, opts.Rate, opts.Duration)
+	if !(opts.Rate > 0 && opts.Rate <= maxAmplifyRate) || opts.Duration <= 0 || opts.Duration > harness.MaxDuration {
+		return nil, fmt.Errorf("%w: amplify at %v/s for %s", harness.ErrBadOptions, opts.Rate, opts.Duration)
 	}
 	if opts.Call == nil {
-		return nil, fmt.Errorf("%w: no call function", ErrBadOptions)
+		return nil, fmt.Errorf("%w: no call function", harness.ErrBadOptions)
 	}
-	opts.Timeout = orDefault(opts.Timeout, DefaultTimeout)
+	opts.Timeout = orDefault(opts.Timeout, harness.DefaultTimeout)
 	opts.Limit = orDefault(opts.Limit, opts.Duration+amplifyDrainCap)
 	count := int(math.Floor(opts.Rate * opts.Duration.Seconds()))
 	if opts.Dial == nil {
-		if _, err := RaiseFileLimit(uint64(2*opts.Rate*opts.Timeout.Seconds()*4) + 256); err != nil {
+		if _, err := harness.RaiseFileLimit(uint64(2*opts.Rate*opts.Timeout.Seconds()*4) + 256); err != nil {
 			return nil, err
 		}
 	}
@@ -288,12 +289,12 @@ func Amplify(ctx context.Context, opts AmplifyOptions) (*results.Storm, error) {
 	sctx, cancel := context.WithTimeout(ctx, opts.Limit)
 	defer cancel()
 	log := &attemptLog{t0: time.Now()}
-	smp := startSampler(Options{Stats: opts.Stats, SampleEvery: stormSampleEvery}, log.t0)
-	defer smp.stop()
+	smp := harness.StartSampler(opts.Stats, stormSampleEvery, log.t0)
+	defer smp.Stop()
 	out := &outcomeLog{}
 	var wg sync.WaitGroup
 	for seq := 0; seq < count; seq++ {
-		due := log.t0.Add(Intended(opts.Rate, uint64(seq)))
+		due := log.t0.Add(harness.Intended(opts.Rate, uint64(seq)))
 		if d := time.Until(due); d > 0 {
 			select {
 			case <-time.After(d):
@@ -312,7 +313,7 @@ func Amplify(ctx context.Context, opts AmplifyOptions) (*results.Storm, error) {
 		}()
 	}
 	wg.Wait()
-	smp.stop()
+	smp.Stop()
 
 	st := &results.Storm{
 		Name: opts.Name, Kind: "amplify", Clients: count, OfferedRPS: opts.Rate, DurationS: opts.Duration.Seconds(),
@@ -320,9 +321,7 @@ func Amplify(ctx context.Context, opts AmplifyOptions) (*results.Storm, error) {
 		TimedOut: sctx.Err() != nil && ctx.Err() == nil, Errors: out.errs,
 		SampleEveryMS: float64(stormSampleEvery) / float64(time.Millisecond),
 	}
-	smp.mu.Lock()
-	st.ServerSamples = smp.samples
-	smp.mu.Unlock()
+	st.ServerSamples = smp.Samples()
 	fillSends(st, log, time.Second, out.lastDone)
 	return st, ctx.Err()
 }

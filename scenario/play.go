@@ -1,10 +1,11 @@
-package harness
+package scenario
 
 import (
 	"fmt"
 	"net/http"
 	"time"
 
+	"ratelab/harness"
 	"ratelab/model"
 	"ratelab/results"
 )
@@ -23,7 +24,7 @@ type Play struct {
 	// Rate, Duration and Pattern are the client's flood (Options).
 	Rate     float64
 	Duration time.Duration
-	Pattern  Pattern
+	Pattern  harness.Pattern
 }
 
 // LessonPlays returns the lesson's two plays against a bucket of
@@ -40,16 +41,16 @@ type Play struct {
 func LessonPlays() []Play {
 	return []Play{
 		{Name: "steady", Rate: 6, Duration: 10 * time.Second},
-		{Name: "spikes", Duration: 12 * time.Second, Pattern: Pattern{Kind: PatternSpikes, Spike: 30, Every: 6 * time.Second}},
+		{Name: "spikes", Duration: 12 * time.Second, Pattern: harness.Pattern{Kind: harness.PatternSpikes, Spike: 30, Every: 6 * time.Second}},
 	}
 }
 
 // PlayOptions returns the flood of play: one client, "play", sending as
 // the play says. The URL, Stats and Dial are the caller's to set.
-func PlayOptions(play Play) Options {
-	return Options{
+func PlayOptions(play Play) harness.Options {
+	return harness.Options{
 		Name: "play " + play.Name, Rate: play.Rate, Duration: play.Duration, Pattern: play.Pattern,
-		Timeout: DefaultTimeout, Header: http.Header{"X-Client-Id": {"play"}},
+		Timeout: harness.DefaultTimeout, Header: http.Header{"X-Client-Id": {"play"}},
 	}
 }
 
@@ -59,9 +60,9 @@ func PlayOptions(play Play) Options {
 // schedule replayed against the bucket (model.BucketAdmits).
 func PlayResult(play Play, rate, burst float64, run *results.Run) (*results.BucketPlay, error) {
 	opts := PlayOptions(play)
-	sched, err := NewSchedule(opts.Pattern, opts.Rate, opts.Duration)
+	sched, err := harness.NewSchedule(opts.Pattern, opts.Rate, opts.Duration)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadOptions, err)
+		return nil, fmt.Errorf("%w: %w", harness.ErrBadOptions, err)
 	}
 	due := make([]time.Duration, sched.Count())
 	for i := range due {

@@ -1,4 +1,4 @@
-package harness
+package scenario
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"ratelab/harness"
 	"ratelab/model"
 	"ratelab/provider"
 	"ratelab/results"
@@ -94,7 +95,7 @@ type JudgeOptions struct {
 	Log io.Writer `json:"-"`
 	// Dial, if set, opens every connection to the API instead of the
 	// operating system's network (see Options.Dial).
-	Dial DialFunc `json:"-"`
+	Dial harness.DialFunc `json:"-"`
 }
 
 // Judge runs the strategies and returns their report. Every count a check
@@ -120,7 +121,7 @@ func Judge(ctx context.Context, o JudgeOptions) (*results.JudgeReport, error) {
 	case o.NewPolite == nil && slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "polite") }):
 		return nil, errors.New("the polite strategies need NewPolite")
 	}
-	if err := CheckLoopback(o.URL); err != nil {
+	if err := harness.CheckLoopback(o.URL); err != nil {
 		return nil, err
 	}
 	url := strings.TrimRight(o.URL, "/")
