@@ -76,7 +76,7 @@ func WithLimiter(l Limiter) Option { return func(s *Server) { s.limiter = l } }
 // the flood passes a settle that waits until everything else due at this
 // instant has happened (synctest.Wait), so a slot that frees at the instant
 // a request arrives is free for it: the order the simulation keeps
-// (model.Ties). Outside a bubble there is no reason to set it.
+// (package ties). Outside a bubble there is no reason to set it.
 func WithSettle(settle func()) Option { return func(s *Server) { s.settle = settle } }
 
 // New returns a server for cfg. Protected modes need an Admission, and the

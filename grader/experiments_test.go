@@ -25,6 +25,7 @@ import (
 	"ratelab/internal/vnet"
 	"ratelab/internal/vsession"
 	"ratelab/model"
+	"ratelab/model/ties"
 	"ratelab/scenario"
 )
 
@@ -39,7 +40,7 @@ import (
 // share of what was sent that succeeded, falls as 1/D: the longer the
 // overload, the closer to nothing the server delivers. Every measured point
 // must be the simulation's exactly (no band: the ties are settled the same
-// way on both sides, see model.SendTime), and within one row of 8 slots of
+// way on both sides, see ties.Send), and within one row of 8 slots of
 // the closed form (which ignores that slots free up in rows of 8).
 //
 // Under RATELAB_CORPUS=all (CI's corpus step) every point; otherwise one
@@ -196,7 +197,7 @@ func holdWaiting(t *testing.T, nw *vnet.Network, addr string, n int, rate float6
 	req := []byte("GET /generate HTTP/1.1\r\nHost: " + addr + "\r\nX-Client-Id: m\r\n\r\n")
 	start := time.Now()
 	for i := range n {
-		if d := model.SendTime(rate, uint64(i)) - time.Since(start); d > 0 {
+		if d := ties.Send(rate, uint64(i)) - time.Since(start); d > 0 {
 			time.Sleep(d)
 		}
 		c, err := nw.DialContext(context.Background(), "tcp", addr)

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"ratelab/fakegpu"
-	"ratelab/model"
+	"ratelab/model/ties"
 )
 
 // The simulated storms land where the lesson and the floods on a 2-core
@@ -38,7 +38,7 @@ func TestPredictionsScaleWithDuration(t *testing.T) {
 		ok, p99, err := simOne(shed, 240, d, time.Second)
 		require.NoError(t, err)
 		assert.Equal(t, int(80*d.Seconds())+16, ok, "shed at %s", d)
-		assert.InDelta(t, 300*time.Millisecond, p99, float64(model.SendGrid), "p99 to within the schedule's grid")
+		assert.InDelta(t, 300*time.Millisecond, p99, float64(ties.Grid), "p99 to within the schedule's grid")
 
 		bucket := fakegpu.DefaultConfig()
 		bucket.Mode = fakegpu.ModeBucket

@@ -57,7 +57,7 @@ func virtualFloodWith(t *testing.T, cfg fakegpu.Config, opts harness.Options) *r
 
 // In virtual time the floods are the simulation, request for request: the
 // same successes, dead work and line, with no noise band. (The timing ties
-// are settled the same way on both sides: see model.Ties.)
+// are settled the same way on both sides: see package ties.)
 func TestVirtualFloodsMatchTheSimulation(t *testing.T) {
 	const d = 10 * time.Second
 	shed, bucketCfg := fakegpu.DefaultConfig(), fakegpu.DefaultConfig()

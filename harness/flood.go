@@ -31,7 +31,7 @@ import (
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"ratelab/model"
+	"ratelab/model/ties"
 	"ratelab/results"
 )
 
@@ -264,9 +264,9 @@ func Flood(ctx context.Context, opts Options) (*results.Run, error) {
 	}
 	defer transport.CloseIdleConnections()
 	client := &http.Client{
-		// model.TimeoutEarly: a few microseconds short, so an answer due at
-		// exactly the timeout is late on both clocks (see model.Ties).
-		Timeout:   opts.Timeout - model.TimeoutEarly,
+		// ties.GiveUp: a few microseconds short, so an answer due at
+		// exactly the timeout is late on both clocks (package ties).
+		Timeout:   ties.GiveUp(opts.Timeout),
 		Transport: ctxTransport{ctx: reqCtx, rt: transport},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse

@@ -1,20 +1,19 @@
 package harness
 
 import (
+	"ratelab/model/ties"
 	"sync"
 	"time"
-
-	"ratelab/model"
 )
 
 // Intended returns when request seq (0-based) of a constant-rate schedule of
 // rate requests per second is due, measured from the start of the flood:
 // (seq+1)/rate, as vegeta's ConstantPacer sends its first request one
-// interval after the start, rounded as model.SendTime rounds it (to its
+// interval after the start, rounded as ties.Send rounds it (to its
 // 10 µs grid) so that unrelated events keep off the same instant. The simulation uses the same
 // schedule.
 func Intended(rate float64, seq uint64) time.Duration {
-	return model.SendTime(rate, seq)
+	return ties.Send(rate, seq)
 }
 
 // Pace is a constant-rate schedule of count requests as a pure function, in

@@ -16,7 +16,7 @@ func TestIntended(t *testing.T) {
 		{100, 0, 10 * time.Millisecond}, // the first request goes one interval in
 		{100, 99, time.Second},
 		{120, 1199, 10 * time.Second},
-		{3, 0, 333330 * time.Microsecond}, // on the 10 µs grid of model.SendTime
+		{3, 0, 333330 * time.Microsecond}, // on the 10 µs grid of ties.Send
 		{0.5, 1, 4 * time.Second},
 	}
 	for _, tt := range tests {

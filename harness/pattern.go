@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"ratelab/model"
+	"ratelab/model/ties"
 	"ratelab/results"
 )
 
@@ -45,18 +45,18 @@ func ParsePatternKind(s string) (PatternKind, error) {
 }
 
 // MaxSpike is the largest spike a flood sends: the spike goes out in
-// MaxSpike × model.SendGrid (100 ms), far faster than a steady MaxRate.
+// MaxSpike × ties.Grid (100 ms), far faster than a steady MaxRate.
 const MaxSpike = 10000
 
 // Pattern is the shape of a flood's arrivals over time (Options.Pattern).
 // The zero value is PatternConstant at Options.Rate, today's flood. Only
 // the fields of its Kind are used; the others must be zero.
 //
-// Every pattern is due on model.SendGrid (10 µs from the flood's start),
+// Every pattern is due on ties.Grid (10 µs from the flood's start),
 // and no two of its requests share an instant, so a flood in virtual time
-// happens in one order only (see model.Ties):
+// happens in one order only (package ties):
 //
-//   - constant: request k at (k+1)/Rate, as model.SendTime rounds it.
+//   - constant: request k at (k+1)/Rate, as ties.Send rounds it.
 //   - spikes: spike j (0-based) at (j+1)·Every; its requests do not leave
 //     at one instant but one grid step apart, in sequence order: request i
 //     of a spike at (j+1)·Every + i·10 µs. floor(Duration/Every) spikes.
@@ -74,7 +74,7 @@ type Pattern struct {
 	// Spike is how many requests each spike sends (spikes).
 	Spike uint64 `json:"spike,omitempty"`
 	// Every is the time from one spike to the next (spikes), a multiple of
-	// model.SendGrid of at least Spike grid steps.
+	// ties.Grid of at least Spike grid steps.
 	Every time.Duration `json:"every,omitempty"`
 	// From and To are the ramp's first and last rates, in requests per
 	// second (ramp).
@@ -172,9 +172,9 @@ func (p Pattern) check(rate float64) error {
 		if p.Spike < 1 || p.Spike > MaxSpike {
 			return fmt.Errorf("spike %d: want 1 to %d requests", p.Spike, MaxSpike)
 		}
-		if p.Every <= 0 || p.Every%model.SendGrid != 0 || p.Every < time.Duration(p.Spike)*model.SendGrid {
+		if p.Every <= 0 || p.Every%ties.Grid != 0 || p.Every < time.Duration(p.Spike)*ties.Grid {
 			return fmt.Errorf("every %s: want a multiple of %s, at least %s for spikes of %d (one send per %s)",
-				p.Every, model.SendGrid, time.Duration(p.Spike)*model.SendGrid, p.Spike, model.SendGrid)
+				p.Every, ties.Grid, time.Duration(p.Spike)*ties.Grid, p.Spike, ties.Grid)
 		}
 		if m := p.MeanRate(0); m > MaxRate {
 			return fmt.Errorf("spikes of %d every %s average %v requests per second: want at most %v", p.Spike, p.Every, m, MaxRate)
@@ -237,19 +237,19 @@ func (s *Schedule) Count() uint64 { return s.count }
 func (s *Schedule) Pattern() Pattern { return s.p }
 
 // Due returns when request seq (0-based, seq < Count) is due, measured from
-// the flood's start, on model.SendGrid; see Pattern for each pattern's
+// the flood's start, on ties.Grid; see Pattern for each pattern's
 // formula. Due times increase strictly with seq.
 func (s *Schedule) Due(seq uint64) time.Duration {
 	switch s.p.kind() {
 	case PatternSpikes:
 		j, i := seq/s.p.Spike, seq%s.p.Spike
-		return time.Duration(j+1)*s.p.Every + time.Duration(i)*model.SendGrid
+		return time.Duration(j+1)*s.p.Every + time.Duration(i)*ties.Grid
 	case PatternRamp:
 		return rampDue(s.p.From, s.p.To, s.d, seq)
 	case PatternPoisson:
 		return s.due[seq]
 	}
-	return model.SendTime(s.rate, seq)
+	return ties.Send(s.rate, seq)
 }
 
 // RateAt returns the schedule's nominal rate at elapsed, in requests per
@@ -321,16 +321,16 @@ func inFlight(p Pattern, rate float64, w time.Duration, s *Schedule) uint64 {
 // is the integral of the ramp's rate, in the form
 // t = 2(seq+1) / (from + sqrt(from² + 2(to−from)(seq+1)/d)), which stays
 // accurate when from = to (it is then (seq+1)/from, as the constant
-// pattern) and when from is 0, and rounds it to model.SendGrid.
+// pattern) and when from is 0, and rounds it to ties.Grid.
 func rampDue(from, to float64, d time.Duration, seq uint64) time.Duration {
 	n := float64(seq + 1)
 	disc := max(from*from+2*(to-from)*n/d.Seconds(), 0)
 	t := 2 * n / (from + math.Sqrt(disc))
-	return time.Duration(math.Round(t*float64(time.Second/model.SendGrid))) * model.SendGrid
+	return ties.Round(t)
 }
 
 // poissonDue draws the arrivals of a Poisson process of rate over (0, d]
-// from seed, each rounded to model.SendGrid and at least one step after
+// from seed, each rounded to ties.Grid and at least one step after
 // the one before.
 func poissonDue(rate float64, d time.Duration, seed uint64) []time.Duration {
 	rng := rand.New(rand.NewPCG(seed, 0x7261746561726976)) // "ratearriv"
@@ -339,8 +339,8 @@ func poissonDue(rate float64, d time.Duration, seed uint64) []time.Duration {
 	last := time.Duration(0)
 	for {
 		t += rng.ExpFloat64() / rate
-		at := time.Duration(math.Round(t*float64(time.Second/model.SendGrid))) * model.SendGrid
-		at = max(at, last+model.SendGrid)
+		at := ties.Round(t)
+		at = max(at, last+ties.Grid)
 		if at > d {
 			return due
 		}

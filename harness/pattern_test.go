@@ -3,14 +3,13 @@ package harness
 import (
 	"encoding/json"
 	"math"
+	"ratelab/model/ties"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
-
-	"ratelab/model"
 )
 
 // drawPattern draws a valid pattern, its Options.Rate and a duration, small
@@ -21,7 +20,7 @@ func drawPattern(t *rapid.T) (Pattern, float64, time.Duration) {
 	case PatternSpikes:
 		spike := rapid.Uint64Range(1, 200).Draw(t, "spike")
 		steps := rapid.Int64Range(int64(spike), 200_000).Draw(t, "every_steps")
-		return Pattern{Kind: PatternSpikes, Spike: spike, Every: time.Duration(steps) * model.SendGrid}, 0, d
+		return Pattern{Kind: PatternSpikes, Spike: spike, Every: time.Duration(steps) * ties.Grid}, 0, d
 	case PatternRamp:
 		from := rapid.Float64Range(0, 3000).Draw(t, "from")
 		to := rapid.Float64Range(0, 3000).Draw(t, "to")
@@ -45,8 +44,8 @@ func TestScheduleIsOnTheGridAndStrictlyIncreasing(t *testing.T) {
 		prev := time.Duration(0)
 		for seq := range s.Count() {
 			due := s.Due(seq)
-			if due%model.SendGrid != 0 {
-				t.Fatalf("%s: Due(%d) = %s; want a multiple of %s", p, seq, due, model.SendGrid)
+			if due%ties.Grid != 0 {
+				t.Fatalf("%s: Due(%d) = %s; want a multiple of %s", p, seq, due, ties.Grid)
 			}
 			if due <= prev {
 				t.Fatalf("%s: Due(%d) = %s; want after Due(%d) = %s", p, seq, due, seq-1, prev)
@@ -107,11 +106,11 @@ func TestRampIsTheIntegral(t *testing.T) {
 		at := s.Due(seq).Seconds()
 		integral := from*at + (to-from)*at*at/(2*d.Seconds())
 		// Half a grid step of rounding, at the ramp's highest rate.
-		slack := max(from, to)*model.SendGrid.Seconds()/2 + 1e-6
+		slack := max(from, to)*ties.Grid.Seconds()/2 + 1e-6
 		if math.Abs(integral-float64(seq+1)) > slack {
 			t.Fatalf("ramp %v→%v over %s: the integral at Due(%d) = %s is %v; want %d ± %v", from, to, d, seq, s.Due(seq), integral, seq+1, slack)
 		}
-		if last := s.Due(s.Count() - 1); last > d+model.SendGrid {
+		if last := s.Due(s.Count() - 1); last > d+ties.Grid {
 			t.Fatalf("ramp %v→%v over %s: last request due at %s; want by the end", from, to, d, last)
 		}
 	})

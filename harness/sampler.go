@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"ratelab/fakegpu"
-	"ratelab/model"
+	"ratelab/model/ties"
 	"ratelab/results"
 )
 
@@ -89,7 +89,7 @@ type sampler struct {
 }
 
 // Sampler reads a server's stats every interval in the background, from
-// ReadOffset past its start onwards (see [StartSampler]).
+// ties.ReadPhase past its start onwards (see [StartSampler]).
 type Sampler struct{ s *sampler }
 
 // StartSampler starts reading stats every interval, counting time from
@@ -131,8 +131,8 @@ func (s *sampler) loop(ctx context.Context) {
 	defer s.wg.Done()
 	// Read between the instants the server acts on, so that in virtual
 	// time a reading never races an arrival or the end of a slot's work
-	// (model.ReadOffset; nothing measurable on the wall clock).
-	time.Sleep(model.ReadOffset)
+	// (ties.ReadPhase; nothing measurable on the wall clock).
+	time.Sleep(ties.ReadPhase)
 	tick := time.NewTicker(s.opts.SampleEvery)
 	defer tick.Stop()
 	drainedOnce := sync.Once{}
@@ -209,23 +209,11 @@ func (s *sampler) fill(run *results.Run, floodEnd time.Duration) {
 	}
 }
 
-// offGrid sleeps until the next instant, counted from t0, that lies
-// afterFloodOffset past a multiple of model.SendGrid: between the instants
-// the server acts on, so that a reading in virtual time never races an
-// arrival or the end of a slot's work. On the wall clock it sleeps at most
-// 10 µs.
-// afterFloodOffset is a nanosecond past model.ReadOffset, where the
-// sampler reads: the reading after a flood, which decides that the line is
-// to be drained, then never shares an instant with a sample (which would
-// see the flood still running or not by the scheduler's choice, and so
-// record the drain one sample early or late).
-const afterFloodOffset = model.ReadOffset + time.Nanosecond
-
+// offGrid sleeps until the next instant, counted from t0, at which a
+// one-off reading races nothing (ties.NextRead): the reading after a flood,
+// which decides that the line is to be drained, then never shares an
+// instant with a sample, which would see the flood still running or not by
+// the scheduler's choice.
 func offGrid(t0 time.Time) {
-	elapsed := time.Since(t0)
-	next := elapsed - elapsed%model.SendGrid + afterFloodOffset
-	if next <= elapsed {
-		next += model.SendGrid
-	}
-	time.Sleep(next - elapsed)
+	time.Sleep(ties.NextRead(time.Since(t0)))
 }

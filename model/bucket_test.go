@@ -1,6 +1,7 @@
 package model
 
 import (
+	"ratelab/model/ties"
 	"testing"
 	"time"
 
@@ -12,14 +13,14 @@ func TestBucketAdmits(t *testing.T) {
 	spike := func(at time.Duration, n int) []time.Duration {
 		var a []time.Duration
 		for i := range n {
-			a = append(a, at+time.Duration(i)*SendGrid)
+			a = append(a, at+time.Duration(i)*ties.Grid)
 		}
 		return a
 	}
 	steady := func(rate float64, d time.Duration) []time.Duration {
 		var a []time.Duration
 		for seq := range uint64(rate * d.Seconds()) {
-			a = append(a, SendTime(rate, seq))
+			a = append(a, ties.Send(rate, seq))
 		}
 		return a
 	}
@@ -53,7 +54,7 @@ func TestBucketAdmitsIsTheSimulation(t *testing.T) {
 		require.NoError(t, err)
 		var a []time.Duration
 		for seq := range uint64(rate * 10) {
-			a = append(a, SendTime(rate, seq))
+			a = append(a, ties.Send(rate, seq))
 		}
 		assert.Equal(t, res.Count(-1, SimOK), BucketAdmits(a, 4, 10), "at %v/s", rate)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"ratelab/model/ties"
 	"slices"
 	"time"
 )
@@ -32,13 +33,13 @@ import (
 // It has no randomness except the jitter of retries, which comes from a
 // seeded generator: the same Sim always gives the same result.
 //
-// Two conventions decide ties. Clients send request seq at SendTime(Rate,
-// seq), as the flood does (harness.Intended). An answer due at exactly the
-// client's timeout is a timeout: on a real machine any overhead at all makes
-// it late (the flood's client gives up TimeoutEarly, 5 µs, early to make the same
-// call in virtual time). At one instant, timeouts are handled first, then
-// slots that finish, then arrivals; SendTime's offsets make the last two
-// fall on distinct instants whenever it matters.
+// Ties are decided by package ties, as the floods decide them: client i
+// sends request seq at ties.Send(Rate, seq) + ties.Schedule(i), an answer
+// due at exactly the client's timeout is a timeout (ties.GiveUp), and at
+// one instant timeouts are handled first, then slots that finish, then
+// arrivals. The simulation needs none of the harness's timers: its storm (a
+// flood at 400,000/s for 1 ms) takes arrivals due at one instant in
+// sequence order, as ties.Start makes the measured storm do.
 type Sim struct {
 	Slots int           // requests worked on at once (8)
 	Work  time.Duration // how long one request holds a slot (100 ms)
@@ -224,80 +225,10 @@ func (s Sim) Validate() error {
 	return errors.Join(errs...)
 }
 
-// SendTime returns when request seq (from 0) of an open-loop client sending
-// rate requests per second is due, from the start of its schedule:
-// (seq+1)/rate, the first request one interval in as vegeta's constant
-// pacer sends it, rounded to a multiple of SendGrid. The flood
-// (harness.Intended) and the simulation share it; see Ties for why.
-func SendTime(rate float64, seq uint64) time.Duration {
-	return time.Duration(math.Round(float64(seq+1)/rate*float64(time.Second/SendGrid))) * SendGrid
+// sendAt is when request seq of client ci of the simulation is due.
+func sendAt(rate float64, seq, ci int) time.Duration {
+	return ties.Send(rate, uint64(seq)) + ties.Schedule(ci)
 }
-
-// Ties: in a synctest bubble's virtual time, events due at the same instant
-// are handled in whatever order the scheduler picks, so the same flood
-// could end two ways. The rule, on both clocks: no two events whose order
-// matters are ever due at the same instant, except where one is told to
-// wait for the rest. The simulation handles an instant's events in a fixed
-// order: clients giving up, then slots that finish, then arrivals; the
-// flood, the storms, the amplifier, the dependency scenario and the judge
-// keep to that order by these offsets (on the wall clock far below the
-// noise, so the lesson's figures come out unchanged: 216, 144 and 112
-// collapse, 816 shed, the lockstep storm's 31.6 s, task 7's 1,440 served):
-//
-//   - SendGrid: every send, and so every arrival and every end of work
-//     (whole milliseconds after an arrival), falls on a multiple of 10 µs
-//     from the start of its schedule; concurrent schedules are offset from
-//     each other by Stagger (StaggerOf), so two clients' arrivals never
-//     share an instant.
-//   - TimeoutEarly: a flood's client gives up 5 µs before its nominal
-//     timeout, off the grid: an answer due at exactly the timeout is late
-//     (on a real machine any overhead makes it so), and the server sees the
-//     client leave before that work ends.
-//   - An arrival waits until everything else due at its instant has
-//     happened before it is admitted (in a bubble, the fake server's settle
-//     hook), so a slot freed at that instant is free for it.
-//   - ReadOffset: whatever reads counters on a period (the flood's sampler
-//     and its reading after the flood, the dependency scenario's sampler)
-//     reads 5,002 ns past the grid, between all of the above.
-//   - ClientStagger (harness only): calls started "at once", a storm's 400
-//     clients or the judge's 2,000 calls, start 1 ns apart in index order,
-//     all within 2 µs of the first, short of the 5 µs at which
-//     TimeoutEarly and ReadOffset act. The server admits the lowest
-//     indices first, and a call refused and retried after a fixed wait
-//     (the lockstep storm, the sleep-1 loop) keeps its own nanoseconds on
-//     every attempt (the waits and the work are whole milliseconds), so
-//     never meets another call's.
-//   - OffGrid (harness only): a timer that restarts from its own expiry,
-//     as an attempt sent again the instant the last one timed out, is
-//     shortened by 3,701 ns, coprime with SendGrid's 10,000: k generations
-//     later it lies k × 3,701 ns off the grid, back on it only after
-//     10,000 generations, where TimeoutEarly's 5 µs is back on it after
-//     two. The amplifier's clients give up OffGrid early; the dependency
-//     scenario reports a call as slow OffGrid before SlowCall, so that the
-//     breaker hears of it before a call arriving at that instant asks, as
-//     a timeout comes before an arrival.
-//
-// The simulation needs only the first four and none of the harness's
-// timers: its storm (a flood at 400,000/s for 1 ms) takes arrivals due at
-// one instant in sequence order, as ClientStagger makes the measured storm
-// do.
-const (
-	SendGrid      = 10 * time.Microsecond
-	Stagger       = time.Microsecond
-	TimeoutEarly  = 5 * time.Microsecond
-	ReadOffset    = 5*time.Microsecond + 2*time.Nanosecond
-	OffGrid       = 3701 * time.Nanosecond
-	ClientStagger = time.Nanosecond
-)
-
-// StaggerOf is when client i's schedule starts, after client 0's: i ×
-// Stagger. A flood of several clients at once starts its i-th the same
-// way. Past nine clients the offsets would reach the next grid point, so
-// they wrap (clients i and i+9 may then tie; no flood has that many).
-func StaggerOf(i int) time.Duration { return time.Duration(i%9) * Stagger }
-
-// SimIntended is SendTime for the simulation's int sequence numbers.
-func SimIntended(rate float64, seq int) time.Duration { return SendTime(rate, uint64(seq)) }
 
 // Run simulates s and returns every request's outcome and the server's
 // counts. It fails only if s does not validate.
@@ -315,7 +246,7 @@ func (s Sim) Run() (*SimResult, error) {
 		n += r.total[ci]
 		r.rng[ci] = rand.New(rand.NewPCG(c.Retry.Seed, uint64(ci)))
 		if r.total[ci] > 0 {
-			r.res.SendEnd = max(r.res.SendEnd, SimIntended(c.Rate, r.total[ci]-1)+StaggerOf(ci))
+			r.res.SendEnd = max(r.res.SendEnd, sendAt(c.Rate, r.total[ci]-1, ci))
 			r.send(ci, 0)
 		}
 	}
@@ -426,7 +357,7 @@ type run struct {
 // send schedules the first attempt of client ci's request seq. Each client's
 // arrivals are scheduled one at a time, each by the one before.
 func (r *run) send(ci, seq int) {
-	at := SimIntended(r.sim.Clients[ci].Rate, seq) + StaggerOf(ci)
+	at := sendAt(r.sim.Clients[ci].Rate, seq, ci)
 	r.seq++
 	r.next[ci] = event{at: at, kind: evArrive, seq: r.seq, att: &attempt{req: -1, client: ci, seq: seq, sent: at}}
 }
@@ -501,7 +432,7 @@ func (r *run) arrive(a *attempt) {
 		r.answer(a, SimShed, r.drain())
 		return
 	}
-	r.push(a.sent+c.Timeout-TimeoutEarly, evTimeout, a)
+	r.push(a.sent+ties.GiveUp(c.Timeout), evTimeout, a)
 	a.inLine = true
 	r.line = append(r.line, a)
 	r.waiting++

@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"ratelab/model/ties"
 	"testing"
 	"time"
 
@@ -100,7 +101,7 @@ func TestSimUnprotectedLatency(t *testing.T) {
 	}
 	// The last of 1200 is row 149 of 8: it waits 149 × (100 ms − 8/120 s),
 	// give or take the schedule's 10 µs grid (see Ties).
-	assert.InDelta(t, 0.1+149.0/30, res.Quantile(-1, SimOK, 1).Seconds(), float64(SendGrid)/float64(time.Second))
+	assert.InDelta(t, 0.1+149.0/30, res.Quantile(-1, SimOK, 1).Seconds(), float64(ties.Grid)/float64(time.Second))
 }
 
 // The lesson's shedding row: 816 successes at 240/s, p99 about 300 ms, and

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"ratelab/harness"
-	"ratelab/model"
+	"ratelab/model/ties"
 	"ratelab/results"
 )
 
@@ -124,15 +124,15 @@ func (s *scenarioService) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		var once sync.Once
 		report = func(ok bool) { once.Do(func() { done(ok) }) }
-		// model.OffGrid early: SlowCall after a call is let through is
+		// ties.Restart early: SlowCall after a call is let through is
 		// exactly when a later call arrives (both on the send grid), and
 		// the breaker would hear of the slow call before or after letting
-		// that one through by the scheduler's choice (see model.Ties).
+		// that one through by the scheduler's choice (package ties).
 		// Early, as a client's timeout is: a call still unanswered at
 		// exactly SlowCall is slow, and the breaker hears of it before
 		// the call arriving then asks (task 7's 24 calls let through to
 		// the dead dependency and 1,440 served; late gives 25 and 1,435).
-		slow := time.AfterFunc(s.opts.SlowCall-model.OffGrid, func() { report(false) })
+		slow := time.AfterFunc(ties.Restart(s.opts.SlowCall), func() { report(false) })
 		defer slow.Stop()
 	}
 	req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, s.depURL, nil)
@@ -193,11 +193,11 @@ func RunDependency(ctx context.Context, o Dependency) (*results.Scenario, error)
 	go func() {
 		defer wg.Done()
 		// Read between the instants the service acts on, as the flood's
-		// sampler does (model.ReadOffset): the flood's calls arrive on the
+		// sampler does (ties.ReadPhase): the flood's calls arrive on the
 		// send grid from t0, every 10 ms, so a reading at t0 + k × 100 ms
 		// would count the call arriving then, or not, by the scheduler's
 		// order.
-		time.Sleep(model.ReadOffset)
+		time.Sleep(ties.ReadPhase)
 		tick := time.NewTicker(harness.DefaultSampleEvery)
 		defer tick.Stop()
 		var ms runtime.MemStats

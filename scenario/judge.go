@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"ratelab/harness"
-	"ratelab/model"
+	"ratelab/model/ties"
 	"ratelab/provider"
 	"ratelab/results"
 )
@@ -329,11 +329,11 @@ func callAll(ctx context.Context, call func(context.Context, provider.MessagePar
 	var wg sync.WaitGroup
 	for i, p := range prompts {
 		wg.Go(func() {
-			// Call i starts i × model.ClientStagger after call 0: the
+			// Call i starts i × ties.Start(1) after call 0: the
 			// API admits the lowest indices first, and a call refused and
 			// retried a second later keeps its own nanoseconds, not the
-			// scheduler's order (see model.Ties).
-			if d := time.Duration(i) * model.ClientStagger; d > 0 {
+			// scheduler's order (package ties).
+			if d := ties.Start(i); d > 0 {
 				time.Sleep(d)
 			}
 			one(p)

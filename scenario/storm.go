@@ -15,7 +15,7 @@ import (
 
 	"ratelab/fakegpu"
 	"ratelab/harness"
-	"ratelab/model"
+	"ratelab/model/ties"
 	"ratelab/results"
 )
 
@@ -209,10 +209,10 @@ func Storm(ctx context.Context, opts StormOptions) (*results.Storm, error) {
 		go func() {
 			defer wg.Done()
 			<-start
-			// Client i starts i × model.ClientStagger after client 0, so
+			// Client i starts i × ties.Start(1) after client 0, so
 			// that which clients the server admits first is theirs, not
-			// the scheduler's (see model.Ties).
-			if d := time.Duration(i) * model.ClientStagger; d > 0 {
+			// the scheduler's (package ties).
+			if d := ties.Start(i); d > 0 {
 				time.Sleep(d)
 			}
 			req, _ := http.NewRequestWithContext(sctx, http.MethodGet, base+stormGeneratePath, nil)
@@ -280,11 +280,11 @@ func Amplify(ctx context.Context, opts AmplifyOptions) (*results.Storm, error) {
 	base := strings.TrimSuffix(opts.BaseURL, "/")
 	tr := &http.Transport{MaxIdleConnsPerHost: 100000, IdleConnTimeout: 30 * time.Second, DialContext: opts.Dial}
 	defer tr.CloseIdleConnections()
-	// model.OffGrid early: an attempt retried the instant the last one
+	// ties.Restart early: an attempt retried the instant the last one
 	// timed out would otherwise arrive with the next call, on the send
 	// grid, and its timeout share an instant with a slot's work ending
-	// (see model.Ties), generation after generation.
-	client := &http.Client{Transport: tr, Timeout: opts.Timeout - model.OffGrid}
+	// (package ties), generation after generation.
+	client := &http.Client{Transport: tr, Timeout: ties.Restart(opts.Timeout)}
 
 	sctx, cancel := context.WithTimeout(ctx, opts.Limit)
 	defer cancel()

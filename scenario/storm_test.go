@@ -13,7 +13,7 @@ import (
 
 	"ratelab/fakegpu"
 	"ratelab/internal/vnet"
-	"ratelab/model"
+	"ratelab/model/ties"
 )
 
 // Every storm client names its call with X-Call-Id, and a retry loop that
@@ -76,7 +76,7 @@ func TestStormNamesEachCall(t *testing.T) {
 }
 
 // In virtual time a storm's clients, all started "at once", reach the
-// server one nanosecond apart in index order (model.ClientStagger), so
+// server one nanosecond apart in index order (ties.Start(1)), so
 // which of them a server admits first is the same in every run.
 func TestStormStartsClientsInIndexOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -107,13 +107,13 @@ func TestStormStartsClientsInIndexOrder(t *testing.T) {
 		for i := range clients {
 			assert.Equal(t, StormCallID(i), ids[i], "arrival %d", i)
 			if i > 0 {
-				assert.Equal(t, model.ClientStagger, at[i].Sub(at[i-1]), "arrival %d after %d", i, i-1)
+				assert.Equal(t, ties.Start(1), at[i].Sub(at[i-1]), "arrival %d after %d", i, i-1)
 			}
 		}
 	})
 }
 
-// The amplifier's clients give up model.OffGrid before the timeout: an
+// The amplifier's clients give up ties.Restart before the timeout: an
 // attempt sent again the instant the last one timed out drifts off the
 // send grid, generation after generation, instead of arriving with the
 // next call and timing out as a slot's work ends.
@@ -149,8 +149,8 @@ func TestAmplifyTimesOutOffTheGrid(t *testing.T) {
 		require.Len(t, at, 3)
 		for i := 1; i < len(at); i++ {
 			gap := at[i].Sub(at[i-1])
-			assert.Equal(t, time.Second-model.OffGrid, gap, "attempt %d", i)
-			assert.NotZero(t, at[i].Sub(at[0])%model.SendGrid, "attempt %d is off the grid", i)
+			assert.Equal(t, ties.Restart(time.Second), gap, "attempt %d", i)
+			assert.NotZero(t, at[i].Sub(at[0])%ties.Grid, "attempt %d is off the grid", i)
 		}
 	})
 }

@@ -43,7 +43,7 @@ import (
 	"ratelab/harness"
 	"ratelab/internal/redisenv"
 	"ratelab/internal/vnet"
-	"ratelab/model"
+	"ratelab/model/ties"
 	"ratelab/provider"
 	"ratelab/results"
 	"ratelab/scenario"
@@ -385,7 +385,7 @@ type progress struct {
 }
 
 // beatEvery is beat's period in virtual time: off the 10 µs grid of the
-// floods' events (model.SendGrid) by a nanosecond a beat, so that it
+// floods' events (ties.Grid) by a nanosecond a beat, so that it
 // almost never shares an instant with them.
 const beatEvery = 10*time.Millisecond + time.Nanosecond
 
@@ -611,7 +611,7 @@ func (s *session) flood(opts []harness.Options, scanEvery time.Duration) ([]*res
 			}
 		}
 		wg.Go(func() {
-			time.Sleep(model.StaggerOf(i)) // ties between floods as the simulation breaks them
+			time.Sleep(ties.Schedule(i)) // ties between floods as the simulation breaks them
 			runs[i], errs[i] = harness.Flood(context.Background(), o)
 			if runs[i] != nil {
 				runs[i].Clock = results.ClockVirtual
