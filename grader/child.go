@@ -245,10 +245,6 @@ func (s *Server) Stop() {
 // Panics returns the first handler panic the server logged, or "".
 func (s *Server) Panics() string { return s.c.panics() }
 
-// exerciseTags are the build tags that take every task's code from
-// exercises/ instead of solutions/.
-var exerciseTags = []string{"ratelab_ex_shedding", "ratelab_ex_bucket", "ratelab_ex_retry", "ratelab_ex_breaker", "ratelab_ex_llmclient", "ratelab_ex_redisbucket", "ratelab_ex_counting"}
-
 // BuildTool compiles ./cmd/name (fakegpu, storm, breaker, ...) with impl's
 // code for every task, into a temporary folder that cleanup removes. In a
 // tree without solutions/ (a learner template) Solutions builds the
@@ -261,7 +257,7 @@ func BuildTool(ctx context.Context, root string, impl Impl, name string) (bin st
 	}
 	tags := referenceTags(root, nil) // Solutions: the reference, where there is one
 	if impl == Exercises {
-		tags = exerciseTags
+		tags = exerciseTags(root)
 	}
 	bin, err = buildCmd(ctx, root, tmp, name, tags, "")
 	if err != nil {

@@ -19,6 +19,8 @@ import (
 
 	"ratelab/fakegpu"
 	"ratelab/harness"
+	"ratelab/internal/integrity"
+	"ratelab/internal/layout"
 	"ratelab/results"
 )
 
@@ -289,14 +291,14 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 	notRun := "" // why flood checks were not run, when the grader decided so
 	g.logf("%s: %s (%s)", task.ID, task.Title, opts.Impl)
 	if opts.Root != "" {
-		rec, bad, err := CheckIntegrity(opts.Root)
+		rec, bad, err := integrity.CheckIntegrity(opts.Root)
 		if err != nil {
 			return nil, fmt.Errorf("check the frozen files: %w", err)
 		}
 		doc.Integrity = rec
 		if len(rec.Edited) > 0 && !opts.allowEdited {
 			// Graded all the same, so the learner sees the measurements.
-			doc.Checks = append(doc.Checks, editedCheck(task.ID, rec.Edited))
+			doc.Checks = append(doc.Checks, integrity.EditedCheck(task.ID, rec.Edited))
 			doc.Notes = append(doc.Notes, "frozen tests edited: this score is not valid")
 		}
 		if c := opts.Calibration; c != nil && !c.OK && NeedsCalibration(task, opts) {
@@ -317,7 +319,7 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 			doc.Checks = append(doc.Checks, results.Check{
 				Task: task.ID, Name: "integrity", Status: results.StatusError,
 				Message: fmt.Sprintf("refusing to grade: %d frozen file(s) differ from the release manifest %s: %s",
-					len(bad), ManifestPath, strings.Join(bad[:min(len(bad), 10)], ", ")),
+					len(bad), layout.ManifestPath, strings.Join(bad[:min(len(bad), 10)], ", ")),
 			})
 			doc.Finished = time.Now().UTC()
 			doc.Env = results.CurrentEnv("")

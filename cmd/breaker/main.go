@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"ratelab/internal/trees/breaker"
 	"ratelab/scenario"
 )
 
@@ -47,7 +48,7 @@ func main() {
 	}
 	if *withBreaker {
 		o.Name = "with a breaker"
-		o.Breaker = newBreaker(*window, *ratio, *minCalls, *cooldown, *halfOpen)
+		o.Breaker = breaker.New(breaker.Settings{Window: *window, FailureRatio: *ratio, MinCalls: *minCalls, Cooldown: *cooldown, HalfOpenMax: *halfOpen})
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

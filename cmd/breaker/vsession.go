@@ -4,6 +4,7 @@ package main
 
 import (
 	"ratelab/fakegpu"
+	"ratelab/internal/trees/breaker"
 	"ratelab/internal/vsession"
 	"ratelab/scenario"
 )
@@ -16,7 +17,7 @@ func init() {
 	vsession.Run(vsession.Host{NewServer: fakegpu.New, NewBreaker: scenarioBreaker})
 }
 
-// scenarioBreaker is newBreaker for a session's settings.
+// scenarioBreaker is the breaker for a session's settings.
 func scenarioBreaker(b vsession.Breaker) scenario.Breaker {
-	return newBreaker(b.Window, b.FailureRatio, b.MinCalls, b.Cooldown, b.HalfOpenMax)
+	return breaker.New(breaker.Settings{Window: b.Window, FailureRatio: b.FailureRatio, MinCalls: b.MinCalls, Cooldown: b.Cooldown, HalfOpenMax: b.HalfOpenMax})
 }

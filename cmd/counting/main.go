@@ -24,9 +24,9 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"ratelab/fakegpu"
+	"ratelab/internal/trees/counting"
 	"ratelab/scenario"
 )
 
@@ -47,11 +47,11 @@ func main() {
 		}
 		return
 	}
-	c, err := scenario.MeasureCounting(ctx, limiters(), scenario.CountingOptions{
+	c, err := scenario.MeasureCounting(ctx, counting.Limiters(), scenario.CountingOptions{
 		Measure: strings.Split(*measure, ","), Seed: *seed,
 	})
 	if c != nil {
-		c.Tree = tree
+		c.Tree = counting.From
 		if jerr := json.NewEncoder(os.Stdout).Encode(c); jerr != nil && err == nil {
 			err = jerr
 		}
@@ -59,23 +59,5 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "counting: %v\n", err)
 		os.Exit(1)
-	}
-}
-
-// countingSet adapts one tree's four constructors, whatever their concrete
-// types, to a scenario.CountingSet.
-func countingSet[F, L, C, B scenario.CountingLimiter](
-	fixed func(int, time.Duration) F, log func(int, time.Duration) L,
-	counter func(int, time.Duration) C, bucket func(int, time.Duration, int) B,
-	defaultBurst func(int) int,
-) scenario.CountingSet {
-	return scenario.CountingSet{
-		Fixed:   func(limit int, window time.Duration) scenario.CountingLimiter { return fixed(limit, window) },
-		Log:     func(limit int, window time.Duration) scenario.CountingLimiter { return log(limit, window) },
-		Counter: func(limit int, window time.Duration) scenario.CountingLimiter { return counter(limit, window) },
-		Bucket: func(limit int, window time.Duration, burst int) scenario.CountingLimiter {
-			return bucket(limit, window, burst)
-		},
-		DefaultBurst: defaultBurst,
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"ratelab/fakegpu"
+	"ratelab/internal/trees/counting"
+	"ratelab/internal/trees/shedding"
 	"ratelab/lab"
 	"ratelab/scenario"
 )
@@ -40,7 +42,7 @@ func newServer(set scenario.CountingSet, cfg fakegpu.Config, extra ...fakegpu.Op
 	case "bucket":
 		lim = set.Bucket(limit, window, int(math.Floor(cfg.BucketBurst)))
 	}
-	opts := append([]fakegpu.Option{fakegpu.WithAdmission(admission), fakegpu.WithLimiter(oneAtATime{lim})}, extra...)
+	opts := append([]fakegpu.Option{fakegpu.WithAdmission(shedding.Admission), fakegpu.WithLimiter(oneAtATime{lim})}, extra...)
 	return fakegpu.New(cfg, opts...)
 }
 
@@ -64,7 +66,7 @@ func (o oneAtATime) TryTake(key string, n float64) (bool, time.Duration) {
 // printing "listening on URL" as cmd/fakegpu does, for the grader's
 // wall-clock floods.
 func serve(ctx context.Context, cfg fakegpu.Config, port int) error {
-	srv, err := newServer(limiters(), cfg)
+	srv, err := newServer(counting.Limiters(), cfg)
 	if err != nil {
 		return err
 	}
@@ -73,7 +75,7 @@ func serve(ctx context.Context, cfg fakegpu.Config, port int) error {
 		return err
 	}
 	defer in.Close()
-	fmt.Printf("listening on %s (mode %s, counting %s, admission from %s, limiter from %s)\n", in.URL, cfg.Mode, cfg.Counting, admissionFrom, tree)
+	fmt.Printf("listening on %s (mode %s, counting %s, admission from %s, limiter from %s)\n", in.URL, cfg.Mode, cfg.Counting, shedding.From, counting.From)
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

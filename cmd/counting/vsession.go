@@ -4,6 +4,7 @@ package main
 
 import (
 	"ratelab/fakegpu"
+	"ratelab/internal/trees/counting"
 	"ratelab/internal/vsession"
 )
 
@@ -12,11 +13,11 @@ import (
 // (vsession.Run), for task 8: the measurements of the graded limiters that
 // take time, and the fake GPU with each of them in front of shedding.
 func init() {
-	set := limiters()
+	set := counting.Limiters()
 	vsession.Run(vsession.Host{
 		NewServer: func(cfg fakegpu.Config, opts ...fakegpu.Option) (*fakegpu.Server, error) {
 			return newServer(set, cfg, opts...)
 		},
-		Counting: &set, CountingTree: tree,
+		Counting: &set, CountingTree: counting.From,
 	})
 }

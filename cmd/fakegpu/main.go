@@ -28,6 +28,9 @@ import (
 
 	"ratelab/fakegpu"
 	"ratelab/internal/redisenv"
+	"ratelab/internal/trees/bucket"
+	"ratelab/internal/trees/redisbucket"
+	"ratelab/internal/trees/shedding"
 )
 
 // options are the command line: the server's settings and where it listens.
@@ -95,7 +98,7 @@ func main() {
 		defer own.Close()
 		fmt.Printf("stats on %s\n", own.URL)
 	}
-	fmt.Printf("listening on %s (mode %s, admission from %s, limiter from %s)\n", in.URL, m, admissionFrom, limiterDesc)
+	fmt.Printf("listening on %s (mode %s, admission from %s, limiter from %s)\n", in.URL, m, shedding.From, limiterDesc)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -134,20 +137,20 @@ func newServerOn(cfg fakegpu.Config, rdb *redis.Client, extra ...fakegpu.Option)
 		return nil, "", fmt.Errorf("--counting %s: task 8's limiters are served by cmd/counting", cfg.Counting)
 	}
 	opts := extra
-	limiterDesc := limiterFrom
+	limiterDesc := bucket.From
 	switch cfg.Mode {
 	case fakegpu.ModeNone:
 	case fakegpu.ModeBucket:
-		opts = append(opts, fakegpu.WithLimiter(newLimiter(cfg.BucketRate, cfg.BucketBurst)))
+		opts = append(opts, fakegpu.WithLimiter(bucket.NewLimiter(cfg.BucketRate, cfg.BucketBurst)))
 	case fakegpu.ModeRedis:
 		if rdb == nil {
 			return nil, "", errors.New("mode redis: no Redis client")
 		}
-		opts = append(opts, fakegpu.WithLimiter(redisLimiter(rdb, cfg.BucketRate, cfg.BucketBurst)))
-		limiterDesc = redisFrom
+		opts = append(opts, fakegpu.WithLimiter(redisbucket.NewLimiter(rdb, cfg.BucketRate, cfg.BucketBurst)))
+		limiterDesc = redisbucket.From
 	}
 	if cfg.Mode != fakegpu.ModeNone {
-		opts = append(opts, fakegpu.WithAdmission(admission))
+		opts = append(opts, fakegpu.WithAdmission(shedding.Admission))
 	}
 	srv, err := fakegpu.New(cfg, opts...)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"ratelab/grader"
+	"ratelab/internal/layout"
 	"ratelab/internal/release"
 )
 
@@ -22,8 +23,8 @@ corpus of wrong code (grader/testdata/), the grader's self-checks
 (grader/*_test.go), the project's own CI (.github/workflows/ci.yml, .ci/),
 local runs (ratelab-runs/) and the instructors' pages.
 
-In the copy every cmd/*/*_solutions.go is deleted and the build line of its
-*_exercises.go removed, and a file under exercises/ that imports
+In the copy every internal/trees/*/solutions.go is deleted and the build
+line of its exercises.go twin removed, and a file under exercises/ that imports
 ratelab/solutions/<pkg> imports ratelab/exercises/<pkg> instead (each such
 change is printed): the template builds with the learner's code and never
 refers to solutions/. The learners' workflow
@@ -63,7 +64,7 @@ func runExport(_ context.Context, args []string) error {
 			n, strings.Join(st.Untracked[:min(n, 3)], ", "))
 	}
 	fmt.Fprintf(stdout, "wrote a learner template to %s: %d files from %s, %d frozen in %s\n",
-		st.Dir, st.Files, st.Source, st.Frozen, grader.ManifestPath)
+		st.Dir, st.Files, st.Source, st.Frozen, layout.ManifestPath)
 	fmt.Fprintf(stdout, "next: cd %s && git init && git add -A && git commit -m 'ratelab template'; see docs/CLASSROOM.md\n", strconv.Quote(st.Dir))
 	return nil
 }

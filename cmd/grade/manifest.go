@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"ratelab/grader"
+	"ratelab/internal/integrity"
+	"ratelab/internal/layout"
 )
 
 var cmdManifest = &command{
@@ -44,14 +46,14 @@ func runManifest(_ context.Context, o *manifestOptions, args []string) error {
 		return usageError{err.Error()}
 	}
 	if o.write {
-		m, err := grader.WriteManifest(root)
+		m, err := integrity.WriteManifest(root)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "wrote %s: %d frozen files\n", grader.ManifestPath, len(m.Files))
+		fmt.Fprintf(stdout, "wrote %s: %d frozen files\n", layout.ManifestPath, len(m.Files))
 		return nil
 	}
-	rec, bad, err := grader.CheckIntegrity(root)
+	rec, bad, err := integrity.CheckIntegrity(root)
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"ratelab/internal/trees/llmclient"
 	"ratelab/provider"
 	"ratelab/results"
 	"ratelab/scenario"
@@ -65,7 +66,7 @@ func main() {
 	}
 	opts := scenario.JudgeOptions{
 		URL: *url, InProcess: *inProcess, Workload: w, Limit: *limit,
-		NewPolite: newPolite, Client: clientFrom, Log: os.Stderr,
+		NewPolite: llmclient.NewPolite, Client: llmclient.From, Log: os.Stderr,
 	}
 	if *strategy != "all" {
 		opts.Strategies = []string{*strategy}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"ratelab/fakegpu"
+	"ratelab/internal/trees/llmclient"
 	"ratelab/internal/vsession"
 )
 
@@ -12,5 +13,5 @@ import (
 // (vsession.Run), for task 5: the judge's strategies with the graded polite
 // client against the fake Messages API.
 func init() {
-	vsession.Run(vsession.Host{NewServer: fakegpu.New, NewPolite: newPolite, Client: clientFrom})
+	vsession.Run(vsession.Host{NewServer: fakegpu.New, NewPolite: llmclient.NewPolite, Client: llmclient.From})
 }

@@ -24,19 +24,10 @@ import (
 	"time"
 
 	"ratelab/harness"
+	"ratelab/internal/trees/retry"
 	"ratelab/results"
 	"ratelab/scenario"
 )
-
-// callOptions are the retry loop's settings.
-type callOptions struct {
-	tries  int
-	base   time.Duration
-	cap    time.Duration
-	jitter bool
-	honor  bool
-	budget float64 // retry budget ratio; 0 for none
-}
 
 func main() {
 	kind := flag.String("kind", "storm", "storm or amplify")
@@ -47,13 +38,13 @@ func main() {
 	seconds := flag.Float64("seconds", 10, "amplify: how long calls arrive")
 	timeout := flag.Duration("timeout", 0, "each attempt's client timeout (default: 30s for a storm, 1s for amplify)")
 	limit := flag.Duration("limit", 0, "the longest the whole run may take (default: 120s for a storm, seconds+30s for amplify)")
-	var o callOptions
-	flag.IntVar(&o.tries, "tries", 12, "attempts per call, the first included")
-	flag.DurationVar(&o.base, "base", 100*time.Millisecond, "backoff base")
-	flag.DurationVar(&o.cap, "cap", 5*time.Second, "backoff cap")
-	flag.BoolVar(&o.jitter, "jitter", true, "full jitter on backoff delays")
-	flag.BoolVar(&o.honor, "honor-retry-after", false, "wait at least what Retry-After says")
-	flag.Float64Var(&o.budget, "budget", 0, "retry budget: retries per first attempt (0: none)")
+	var o retry.Options
+	flag.IntVar(&o.Tries, "tries", 12, "attempts per call, the first included")
+	flag.DurationVar(&o.Base, "base", 100*time.Millisecond, "backoff base")
+	flag.DurationVar(&o.Cap, "cap", 5*time.Second, "backoff cap")
+	flag.BoolVar(&o.Jitter, "jitter", true, "full jitter on backoff delays")
+	flag.BoolVar(&o.HonorRetryAfter, "honor-retry-after", false, "wait at least what Retry-After says")
+	flag.Float64Var(&o.Budget, "budget", 0, "retry budget: retries per first attempt (0: none)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -63,19 +54,19 @@ func main() {
 	switch *kind {
 	case "storm":
 		st, err = scenario.Storm(ctx, scenario.StormOptions{
-			Name: *name, BaseURL: *base, Clients: *clients, Call: newCall(o), Timeout: *timeout, Limit: *limit,
+			Name: *name, BaseURL: *base, Clients: *clients, Call: retry.NewCall(o), Timeout: *timeout, Limit: *limit,
 		})
 	case "amplify":
 		st, err = scenario.Amplify(ctx, scenario.AmplifyOptions{
 			Name: *name, BaseURL: *base, Rate: *rate, Duration: time.Duration(*seconds * float64(time.Second)),
-			Timeout: *timeout, Limit: *limit, Call: newCall(o), Stats: harness.HTTPStats(*base),
+			Timeout: *timeout, Limit: *limit, Call: retry.NewCall(o), Stats: harness.HTTPStats(*base),
 		})
 	default:
 		err = fmt.Errorf("unknown kind %q (want storm or amplify)", *kind)
 	}
 	if st != nil {
-		st.Jitter, st.HonorRetryAfter, st.Budget, st.MaxTries = o.jitter, o.honor, o.budget, o.tries
-		st.BaseMS, st.CapMS = float64(o.base)/float64(time.Millisecond), float64(o.cap)/float64(time.Millisecond)
+		st.Jitter, st.HonorRetryAfter, st.Budget, st.MaxTries = o.Jitter, o.HonorRetryAfter, o.Budget, o.Tries
+		st.BaseMS, st.CapMS = float64(o.Base)/float64(time.Millisecond), float64(o.Cap)/float64(time.Millisecond)
 		st.Name = *name
 		if jerr := json.NewEncoder(os.Stdout).Encode(st); jerr != nil && err == nil {
 			err = jerr

@@ -4,6 +4,8 @@ package main
 
 import (
 	"ratelab/fakegpu"
+	"ratelab/internal/trees/retry"
+	"ratelab/internal/trees/shedding"
 	"ratelab/internal/vsession"
 	"ratelab/scenario"
 )
@@ -20,12 +22,12 @@ func init() {
 // or unprotected, as the grader's wall-clock servers.
 func stormServer(cfg fakegpu.Config, opts ...fakegpu.Option) (*fakegpu.Server, error) {
 	if cfg.Mode != fakegpu.ModeNone {
-		opts = append(opts, fakegpu.WithAdmission(admission))
+		opts = append(opts, fakegpu.WithAdmission(shedding.Admission))
 	}
 	return fakegpu.New(cfg, opts...)
 }
 
-// stormCall is newCall for a session's settings.
+// stormCall is the retry loop for a session's settings.
 func stormCall(r vsession.Retry) scenario.CallFunc {
-	return newCall(callOptions{tries: r.Tries, base: r.Base, cap: r.Cap, jitter: r.Jitter, honor: r.HonorRetryAfter, budget: r.Budget})
+	return retry.NewCall(retry.Options{Tries: r.Tries, Base: r.Base, Cap: r.Cap, Jitter: r.Jitter, HonorRetryAfter: r.HonorRetryAfter, Budget: r.Budget})
 }

@@ -6,8 +6,8 @@
 // how to publish the result.
 //
 // What belongs to the reference alone (solutions/, the grader's corpus and
-// self-checks, the commands' *_solutions.go twins) is grader knowledge:
-// grader.ReferenceOnly decides it. This package adds only what the release
+// self-checks, the tree adapters' reference halves) is a rule of the
+// repository's layout: layout.ReferenceOnly decides it. This package adds only what the release
 // itself leaves out or replaces (the project's CI, local runs, the sources
 // of the template's own files, the instructors' page).
 package release
@@ -25,11 +25,11 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"ratelab/internal/integrity"
+	"ratelab/internal/layout"
 	"sort"
 	"strconv"
 	"strings"
-
-	"ratelab/grader"
 )
 
 // Workflow is where a learner template keeps the GitHub Classroom workflow
@@ -96,10 +96,10 @@ func (e *DirError) Error() string { return e.Dir + ": " + e.Err.Error() }
 func (e *DirError) Unwrap() error { return e.Err }
 
 // skip reports whether the repository path p (slash-separated, relative to
-// the root) stays out of a learner template: what grader.ReferenceOnly
+// the root) stays out of a learner template: what layout.ReferenceOnly
 // names, and what the release itself leaves out or replaces.
 func skip(p string) bool {
-	if grader.ReferenceOnly(p) {
+	if layout.ReferenceOnly(p) {
 		return true
 	}
 	for _, dir := range []string{
@@ -119,7 +119,7 @@ func skip(p string) bool {
 	}
 	switch p {
 	case ".github/workflows/ci.yml", // the project's own CI; the template gets Workflow
-		grader.ManifestPath, // written afresh for the template
+		layout.ManifestPath, // written afresh for the template
 		"docs/CLASSROOM.md": // for instructors
 		return true
 	}
@@ -132,15 +132,15 @@ func skip(p string) bool {
 // which must not exist or be empty (else a *DirError).
 //
 // The template holds the files git tracks (every file, when git is
-// missing) but what belongs to the reference alone (grader.ReferenceOnly),
+// missing) but what belongs to the reference alone (layout.ReferenceOnly),
 // the project's own CI (.github/workflows/ci.yml, .ci/), local runs
 // (ratelab-runs/), template/ and docs/CLASSROOM.md. In it every
-// cmd/*/*_exercises.go loses its build line, so that with the
-// *_solutions.go twins gone each command builds the learner's code; a Go
+// tree adapter's exercises.go (internal/trees/*) loses its build line, so that with
+// the solutions.go twins gone every program builds the learner's code; a Go
 // file under exercises/ that imports ratelab/solutions/<pkg> imports
 // ratelab/exercises/<pkg> instead (listed in Stats.Rewired). The files
 // under template/ take their places (the Classroom workflow becomes
-// Workflow), and the release manifest, grader.ManifestPath, is written
+// Workflow), and the release manifest, layout.ManifestPath, is written
 // last: the template's grader refuses to score a tree whose frozen files
 // changed.
 //
@@ -179,7 +179,7 @@ func Export(root, dir string) (st *Stats, err error) {
 	copied := map[string]bool{}
 	var solutionCmds []string
 	for _, p := range paths {
-		if ok, _ := path.Match("cmd/*/*_solutions.go", p); ok {
+		if tree, ok := layout.AdapterHalf(p); ok && tree == layout.Solutions {
 			solutionCmds = append(solutionCmds, p)
 		}
 		if skip(p) {
@@ -200,7 +200,7 @@ func Export(root, dir string) (st *Stats, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if ok, _ := path.Match("cmd/*/*_exercises.go", p); ok {
+		if tree, ok := layout.AdapterHalf(p); ok && tree == layout.Exercises {
 			if b, err = dropExerciseBuildLine(b); err != nil {
 				return nil, fmt.Errorf("%s: %w", p, err)
 			}
@@ -218,10 +218,10 @@ func Export(root, dir string) (st *Stats, err error) {
 		copied[p] = true
 		st.Files++
 	}
-	// Each deleted *_solutions.go must leave its exercises twin behind, or
-	// that command would lose the code it needs.
+	// Each adapter's deleted solutions.go must leave its exercises.go twin
+	// behind, or the programs would lose the code they need.
 	for _, p := range solutionCmds {
-		twin := strings.TrimSuffix(p, "_solutions.go") + "_exercises.go"
+		twin := layout.AdapterTwin(p)
 		if !copied[twin] {
 			return nil, fmt.Errorf("%s has no %s beside it: the template's %s would not build", p, path.Base(twin), path.Dir(p))
 		}
@@ -244,7 +244,7 @@ func Export(root, dir string) (st *Stats, err error) {
 		return nil, fmt.Errorf("these files import ratelab/solutions, which a learner template does not have: %s", strings.Join(bad, ", "))
 	}
 
-	m, err := grader.WriteManifest(dir)
+	m, err := integrity.WriteManifest(dir)
 	if err != nil {
 		return nil, fmt.Errorf("write the manifest: %w", err)
 	}
@@ -380,7 +380,7 @@ func walkFiles(root, exclude string) ([]string, error) {
 }
 
 // dropExerciseBuildLine removes the //go:build ratelab_ex_<pkg> line (and
-// the blank lines after it) from a cmd/*/*_exercises.go file, so that it is
+// the blank lines after it) from a tree adapter's exercises.go, so that it is
 // the only code of its command. Any other build line is an error: the
 // template could not be made to build by removing it.
 func dropExerciseBuildLine(src []byte) ([]byte, error) {

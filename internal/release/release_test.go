@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"ratelab/grader"
+	"ratelab/internal/layout"
 	"ratelab/results"
 )
 
@@ -80,13 +80,13 @@ func TestSkip(t *testing.T) {
 		"grader/testdata/broken/task2/panics/x.patch":  true,
 		"grader/corpus_test.go":                        true,
 		"grader/stages.go":                             false,
-		grader.ManifestPath:                            true,
+		layout.ManifestPath:                            true,
 		".github/workflows/ci.yml":                     true,
 		".ci/run":                                      true,
 		".git/config":                                  true,
 		"ratelab-runs/all/results.json":                true,
-		"cmd/fakegpu/bucket_solutions.go":              true,
-		"cmd/fakegpu/bucket_exercises.go":              false,
+		"internal/trees/bucket/solutions.go":           true,
+		"internal/trees/bucket/exercises.go":           false,
 		"cmd/grade/main_test.go":                       false,
 		"cmd/grade/export.go":                          false,
 		"internal/release/release.go":                  false,
@@ -141,8 +141,8 @@ func TestExport(t *testing.T) {
 		files++
 		rel, _ := filepath.Rel(dir, p)
 		rel = filepath.ToSlash(rel)
-		assert.False(t, grader.ReferenceOnly(rel), "%s belongs to the reference alone", rel)
-		if ok, _ := path.Match("cmd/*/*_exercises.go", rel); ok {
+		assert.False(t, layout.ReferenceOnly(rel), "%s belongs to the reference alone", rel)
+		if tree, ok := layout.AdapterHalf(rel); ok && tree == layout.Exercises {
 			b, err := os.ReadFile(p)
 			require.NoError(t, err)
 			assert.NotContains(t, string(b), "//go:build", "%s builds by default", rel)
@@ -163,7 +163,7 @@ func TestExport(t *testing.T) {
 		require.NoError(t, err, "%s", f.to)
 		assert.Equal(t, string(want), string(got), "%s is %s", f.to, f.from)
 	}
-	for _, p := range []string{Workflow, grader.ManifestPath, "go.mod", "go.sum", "exercises/shedding/shedding.go", "exercises/shedding/shedding_test.go", "docs/tasks/task2.md", "internal/release/release.go"} {
+	for _, p := range []string{Workflow, layout.ManifestPath, "go.mod", "go.sum", "exercises/shedding/shedding.go", "exercises/shedding/shedding_test.go", "docs/tasks/task2.md", "internal/release/release.go"} {
 		assert.FileExists(t, filepath.Join(dir, p))
 	}
 

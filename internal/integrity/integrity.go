@@ -1,4 +1,8 @@
-package grader
+// Package integrity records what a grading was graded with: the SHA-256 of
+// every frozen file (internal/layout says which), checked against a release
+// manifest where there is one, and against the last commit of a development
+// checkout where there is not.
+package integrity
 
 import (
 	"crypto/sha256"
@@ -13,40 +17,15 @@ import (
 	"sort"
 	"strings"
 
+	"ratelab/internal/layout"
 	"ratelab/results"
 )
-
-// ManifestPath is where a release keeps the hashes of the files a learner
-// must not change, relative to the repository root. A development checkout
-// has none; `grade manifest --write` makes one (grade export does it for a
-// learner template).
-const ManifestPath = "grader/manifest.json"
 
 // Manifest lists the SHA-256 of every frozen file: the shared test suites,
 // the exercises' test adapters, the grader, the harness and the servers.
 type Manifest struct {
 	Version int               `json:"version"`
 	Files   map[string]string `json:"files"` // repository path → hex SHA-256
-}
-
-// frozen reports whether a repository path is one a learner must not change.
-func frozen(path string) bool {
-	if !strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, ".lua") {
-		return false
-	}
-	dir := filepath.ToSlash(filepath.Dir(path))
-	switch {
-	case strings.HasPrefix(dir, "exercises/"):
-		return strings.HasSuffix(path, "_test.go") // the learner edits the rest
-	case strings.HasPrefix(dir, corpusDir), strings.HasPrefix(dir, solutionsDir):
-		return false
-	}
-	for _, p := range []string{"internal/", "grader", "harness", "fakegpu", "lab", "results", "model", "provider", "cmd/"} {
-		if strings.HasPrefix(dir, p) {
-			return !strings.HasSuffix(path, "_test.go") || strings.HasPrefix(dir, "internal/")
-		}
-	}
-	return false
 }
 
 // HashFrozen returns the SHA-256 of every frozen file under root.
@@ -59,12 +38,12 @@ func HashFrozen(root string) (map[string]string, error) {
 		rel, _ := filepath.Rel(root, p)
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
-			if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "ratelab-runs" || d.Name() == "node_modules") {
+			if layout.Skipped(rel) {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if !frozen(rel) {
+		if !layout.Frozen(rel) {
 			return nil
 		}
 		b, err := os.ReadFile(p)
@@ -78,7 +57,7 @@ func HashFrozen(root string) (map[string]string, error) {
 	return out, err
 }
 
-// WriteManifest hashes the frozen files under root into ManifestPath.
+// WriteManifest hashes the frozen files under root into layout.ManifestPath.
 func WriteManifest(root string) (*Manifest, error) {
 	files, err := HashFrozen(root)
 	if err != nil {
@@ -89,7 +68,7 @@ func WriteManifest(root string) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m, os.WriteFile(filepath.Join(root, ManifestPath), append(b, '\n'), 0o644)
+	return m, os.WriteFile(filepath.Join(root, layout.ManifestPath), append(b, '\n'), 0o644)
 }
 
 // CheckIntegrity compares the frozen files under root with the release
@@ -102,7 +81,7 @@ func CheckIntegrity(root string) (*results.Integrity, []string, error) {
 		return nil, nil, err
 	}
 	rec := &results.Integrity{FrozenSHA256: combined(files), Files: len(files)}
-	b, err := os.ReadFile(filepath.Join(root, ManifestPath))
+	b, err := os.ReadFile(filepath.Join(root, layout.ManifestPath))
 	if errors.Is(err, os.ErrNotExist) {
 		rec.Manifest = "none: a development checkout, nothing enforced"
 		edited, ok := editedSinceCommit(root)
@@ -117,7 +96,7 @@ func CheckIntegrity(root string) (*results.Integrity, []string, error) {
 	}
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, nil, fmt.Errorf("read %s: %w", ManifestPath, err)
+		return nil, nil, fmt.Errorf("read %s: %w", layout.ManifestPath, err)
 	}
 	sum := sha256.Sum256(b)
 	rec.Manifest = hex.EncodeToString(sum[:])
@@ -130,7 +109,7 @@ func CheckIntegrity(root string) (*results.Integrity, []string, error) {
 		}
 	}
 	for path := range files {
-		if _, ok := m.Files[path]; !ok && path != ManifestPath {
+		if _, ok := m.Files[path]; !ok && path != layout.ManifestPath {
 			bad = append(bad, path+" (added)")
 		}
 	}
@@ -153,7 +132,7 @@ func editedSinceCommit(root string) (edited []string, ok bool) {
 			continue
 		}
 		path := entry[3:]
-		if frozen(path) {
+		if layout.Frozen(path) {
 			edited = append(edited, path)
 		}
 	}
@@ -161,9 +140,9 @@ func editedSinceCommit(root string) (edited []string, ok bool) {
 	return edited, true
 }
 
-// editedCheck is the check that says a development checkout's score is not
+// EditedCheck is the check that says a development checkout's score is not
 // valid because frozen files differ from the last commit.
-func editedCheck(task string, edited []string) results.Check {
+func EditedCheck(task string, edited []string) results.Check {
 	return results.Check{
 		Task: task, Name: "integrity", Status: results.StatusError,
 		Message: fmt.Sprintf("frozen tests edited: this score is not valid: %d frozen file(s) differ from the last commit: %s; "+
