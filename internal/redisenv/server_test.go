@@ -3,7 +3,6 @@ package redisenv
 import (
 	"context"
 	"errors"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,11 +15,6 @@ func needServer(t *testing.T) {
 	if !ServerAvailable() {
 		t.Skip("no redis-server in PATH")
 	}
-}
-
-// alive reports whether process pid exists.
-func alive(pid int) bool {
-	return syscall.Kill(pid, 0) == nil
 }
 
 func TestStartServerAnswersAndStops(t *testing.T) {
