@@ -1,6 +1,7 @@
 package results
 
 import (
+	"encoding/json"
 	"fmt"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
@@ -341,3 +342,25 @@ const (
 
 // IsVirtual reports whether the run was measured in virtual time.
 func (r *Run) IsVirtual() bool { return r.Clock == ClockVirtual }
+
+// runWire is Run without its methods, for MarshalJSON.
+type runWire Run
+
+// MarshalJSON encodes r as its fields say, except that where the server
+// gave no /stats (NoServerStats) what only /stats could tell is null
+// rather than zeros nobody measured: server_after_flood, server_final,
+// drained_s, sample_every_ms and samples. Decoding needs no counterpart:
+// null leaves a field at its zero value.
+func (r Run) MarshalJSON() ([]byte, error) {
+	if !r.NoServerStats {
+		return json.Marshal(runWire(r))
+	}
+	return json.Marshal(struct {
+		runWire
+		ServerAfterFlood *ServerStats `json:"server_after_flood"`
+		ServerFinal      *ServerStats `json:"server_final"`
+		DrainedS         *float64     `json:"drained_s"`
+		SampleEveryMS    *float64     `json:"sample_every_ms"`
+		Samples          []Sample     `json:"samples"`
+	}{runWire: runWire(r)})
+}

@@ -553,6 +553,13 @@ func TestFloodAnyServer(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &doc))
 	require.Len(t, doc.Runs, 1)
 	assert.True(t, doc.Runs[0].NoServerStats)
+	var raw struct {
+		Runs []map[string]json.RawMessage `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &raw))
+	for _, field := range []string{"server_after_flood", "server_final", "drained_s", "sample_every_ms", "samples"} {
+		assert.Equal(t, "null", string(raw.Runs[0][field]), "%s was not measured: null, not zeros", field)
+	}
 	assert.Empty(t, doc.Impl, "the command built no code for a server it did not start")
 }
 
