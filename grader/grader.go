@@ -147,7 +147,10 @@ type grading struct {
 	task Task
 	opts Options
 	doc  *results.Document
-	tmp  string // scratch folder for binaries and overlays, removed at the end
+	// ctx is the grading's own context (Grade's): once it is done, the
+	// grading was interrupted, and record keeps no verdict judged after.
+	ctx context.Context
+	tmp string // scratch folder for binaries and overlays, removed at the end
 	// redis is the Redis that judges task 6 (openRedis); nil for the
 	// other tasks.
 	redis *judgeRedis
@@ -195,6 +198,18 @@ func (g *grading) check(c results.Check, pass bool, run *results.Run) {
 	}
 	if run != nil {
 		c.Run = run.Name
+	}
+	g.record(c)
+}
+
+// record adds c to the document, unless the grading was interrupted before
+// c was judged: then what c judged was cut short (a killed test binary, a
+// flood stopped early), so c is recorded as not judged, a skip without a
+// verdict. The checks judged before the interruption keep theirs.
+func (g *grading) record(c results.Check) {
+	if g.ctx != nil && g.ctx.Err() != nil && c.Status != results.StatusSkip {
+		c.Status, c.Score = results.StatusSkip, 0
+		c.Message = "not judged: the grading was interrupted before this check finished"
 	}
 	g.doc.Checks = append(g.doc.Checks, c)
 }
@@ -286,7 +301,7 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 	if opts.Seed == 0 {
 		opts.Seed = NewSeed()
 	}
-	g := &grading{task: task, opts: opts, doc: doc}
+	g := &grading{task: task, opts: opts, doc: doc, ctx: ctx}
 	g.expect = expectedChecks(task, opts.UnitOnly)
 	notRun := "" // why flood checks were not run, when the grader decided so
 	g.logf("%s: %s (%s)", task.ID, task.Title, opts.Impl)
@@ -365,7 +380,9 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 	doc.TaskSeconds = map[string]float64{task.ID: (doc.Finished.Sub(doc.Started) - g.waited).Seconds()}
 	doc.Env = results.CurrentEnv("")
 	switch {
-	case err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+	case ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		// Interrupted, whether or not a stage said so: what had not
+		// finished has no verdict (see record).
 		doc.Interrupted = true
 		doc.Notes = append(doc.Notes, "interrupted: the checks cover only what finished")
 		g.settle(results.StatusSkip, "not run: the grading was interrupted")

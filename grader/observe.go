@@ -136,7 +136,7 @@ func (g *grading) notJudged(c results.Check, why string, run *results.Run) {
 	if run != nil {
 		c.Run = run.Name
 	}
-	g.doc.Checks = append(g.doc.Checks, c)
+	g.record(c)
 }
 
 // refusalKinds names the refusal kinds for messages.

@@ -188,7 +188,7 @@ func (g *grading) checkTimed(c results.Check, pass bool, unreliable string) {
 	}
 	c.Task, c.Status, c.Score = g.task.ID, results.StatusError, 0
 	c.Message = "not judged: " + unreliable + "; " + c.Message
-	g.doc.Checks = append(g.doc.Checks, c)
+	g.record(c)
 }
 
 func boundaryOf(c *results.Counting, limiter string) *results.CountingBoundary {

@@ -169,8 +169,8 @@ func scoreBlocks(c *Cohort) []block {
 	var pct []float64
 	full := 0
 	for _, d := range c.Docs {
-		if d.Doc.MaxScore <= 0 {
-			continue
+		if d.Doc.MaxScore <= 0 || d.Doc.Interrupted {
+			continue // an interrupted run has no score to place
 		}
 		v := 100 * d.Doc.Score / d.Doc.MaxScore
 		pct = append(pct, v)

@@ -441,7 +441,7 @@ func (s *site) indexPage(files map[string][]byte) pageData {
 		p.Warnings = append(p.Warnings, "Practice run (grade --quick): its floods were shorter than the lesson's 10 s, with the bounds scaled to their length. This is not the graded score; grade without --quick for that.")
 	}
 	if doc.Interrupted {
-		p.Warnings = append(p.Warnings, "This run was interrupted (Ctrl-C): its checks and floods cover only what finished.")
+		p.Warnings = append(p.Warnings, "This run was interrupted (SIGINT or SIGTERM): it has no score; its checks and floods cover only what finished.")
 	}
 	if doc.Repeat > 1 {
 		p.Facts = append(p.Facts, fact{"repeats", strconv.Itoa(doc.Repeat)})

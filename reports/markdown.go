@@ -226,6 +226,8 @@ func statusEmoji(s results.Status) string {
 		return "⚠️"
 	case results.StatusInconclusive:
 		return "🔀"
+	case results.StatusInterrupted:
+		return "⏹️"
 	}
 	return "❔"
 }

@@ -65,10 +65,23 @@ func Text(w io.Writer, doc *results.Document) error {
 		practice = " (PRACTICE RUN, --quick: not the graded score)"
 	}
 	if doc.Interrupted {
-		practice += " (INTERRUPTED: the checks that did not run score 0)"
+		// No score: part of a grading is no verdict.
+		fmt.Fprintf(ew, "\n%s %s: INTERRUPTED, no score (%d of %d checks judged before it stopped; grade again for a score)%s\n", doc.Task, doc.Impl, judged(doc), len(doc.Checks), practice)
+		return ew.err
 	}
 	fmt.Fprintf(ew, "\n%s %s: %s, score %s%s\n", doc.Task, doc.Impl, strings.ToUpper(string(doc.Status)), points(doc.Score, doc.MaxScore), practice)
 	return ew.err
+}
+
+// judged counts doc's checks that have a verdict (not skipped).
+func judged(doc *results.Document) int {
+	n := 0
+	for _, c := range doc.Checks {
+		if c.Status != results.StatusSkip {
+			n++
+		}
+	}
+	return n
 }
 
 // FloodLine writes one run as a single line, like the lesson's flood script.

@@ -242,7 +242,7 @@ func classroomStatus(s Status) string {
 	switch s {
 	case StatusPass:
 		return "pass"
-	case StatusError, StatusInconclusive:
+	case StatusError, StatusInconclusive, StatusInterrupted:
 		return "error"
 	}
 	return "fail"

@@ -100,9 +100,9 @@ func TestCombineDocument(t *testing.T) {
 	assert.Equal(t, []Status{StatusPass, StatusInconclusive, StatusPass}, []Status{got.Checks[0].Status, got.Checks[1].Status, got.Checks[2].Status})
 	assert.Contains(t, got.Checks[2].Message, "not reached", "a repeat that stopped early is listed")
 	assert.Len(t, got.Checks[2].Repeats, 2)
-	assert.Equal(t, 4.0, got.Score)
+	assert.Equal(t, 0.0, got.Score, "an interrupted document has no score")
 	assert.Equal(t, 6.0, got.MaxScore)
-	assert.Equal(t, StatusFail, got.Status, "an interrupted document is at best a fail")
+	assert.Equal(t, StatusInterrupted, got.Status, "an interrupted document is no verdict")
 
 	var names []string
 	for _, r := range got.Runs {
@@ -149,7 +149,9 @@ func TestTotalPrecedence(t *testing.T) {
 		{[]Status{StatusInconclusive, StatusSkip}, false, StatusFail},
 		{[]Status{StatusFail, StatusInconclusive, StatusError}, false, StatusError},
 		{[]Status{StatusError, StatusFail}, false, StatusError},
-		{[]Status{StatusInconclusive}, true, StatusFail},
+		{[]Status{StatusInconclusive}, true, StatusInterrupted},
+		{[]Status{StatusPass}, true, StatusInterrupted},
+		{[]Status{StatusFail, StatusError}, true, StatusInterrupted},
 		{[]Status{StatusPass, "bogus"}, false, StatusFail},
 	}
 	for _, tt := range tests {
@@ -160,6 +162,28 @@ func TestTotalPrecedence(t *testing.T) {
 		d.Total()
 		assert.Equal(t, tt.want, d.Status, "Total(%v, interrupted %t) = %v; want %v", tt.checks, tt.interrupted, d.Status, tt.want)
 	}
+}
+
+// An interrupted document's score is null in JSON, and reads back as 0
+// with its status; a finished one's is a number.
+func TestInterruptedScoreIsNull(t *testing.T) {
+	d := &Document{Schema: Schema, Task: "task2", Interrupted: true, Checks: []Check{{Name: "a", Status: StatusPass, Score: 2, MaxScore: 2}, {Name: "b", Status: StatusSkip, MaxScore: 3}}}
+	d.Total()
+	b, err := json.Marshal(d)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"score":null`)
+	assert.Contains(t, string(b), `"status":"interrupted"`)
+	var back Document
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.NoError(t, back.Consistent())
+	assert.Equal(t, 5.0, back.MaxScore)
+	assert.Equal(t, 2.0, back.Checks[0].Score, "a finished check keeps its points")
+
+	d.Interrupted = false
+	d.Total()
+	b, err = json.Marshal(d)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"score":2`)
 }
 
 // A document graded once has neither "repeat" nor "repeats" in its JSON.

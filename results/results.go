@@ -32,21 +32,26 @@ type Status string
 // repeats disagreed, some passing and some failing: it scores 0, its
 // message lists every repeat's verdict and values, and, like StatusError,
 // it says the measurement was too noisy to judge rather than that the
-// learner's code is wrong. See Combine.
+// learner's code is wrong. See Combine. StatusInterrupted is a document's
+// status only: the run was stopped (SIGINT, SIGTERM) before it ended, so it
+// has no score and no verdict; its finished checks keep theirs.
 const (
 	StatusPass         Status = "pass"
 	StatusFail         Status = "fail"
 	StatusSkip         Status = "skip"
 	StatusError        Status = "error"
 	StatusInconclusive Status = "inconclusive"
+	StatusInterrupted  Status = "interrupted"
 )
 
 // Document is one grade run.
 type Document struct {
-	Schema   string    `json:"schema"`
-	Task     string    `json:"task"`   // "task1", or "all"
-	Impl     string    `json:"impl"`   // "exercises" or "solutions"
-	Status   Status    `json:"status"` // pass, fail, inconclusive or error
+	Schema string `json:"schema"`
+	Task   string `json:"task"`   // "task1", or "all"
+	Impl   string `json:"impl"`   // "exercises" or "solutions"
+	Status Status `json:"status"` // pass, fail, inconclusive, error or interrupted
+	// Score is the points of the checks passed; 0 in memory and null in
+	// JSON for an interrupted document, which has no score.
 	Score    float64   `json:"score"`
 	MaxScore float64   `json:"max_score"`
 	Started  time.Time `json:"started"`
@@ -182,7 +187,9 @@ func CurrentEnv(commit string) Env {
 // Total adds up the checks' scores and sets the document's status: error if
 // any check errored, else fail if any check failed or was skipped (or has a
 // status this version does not know), else inconclusive if any check's
-// repeats disagreed, else pass. An interrupted document is at best a fail.
+// repeats disagreed, else pass. An interrupted document is interrupted,
+// whatever its checks say, and scores nothing: part of a grading is not a
+// verdict, neither a pass nor a fail.
 // A failure outranks an inconclusive check because it is a verdict on the
 // learner's code whatever the noise; an error outranks both because the
 // grader or the machine could not be trusted at all.
@@ -196,8 +203,9 @@ func (d *Document) Total() {
 			d.Status = s
 		}
 	}
-	if d.Interrupted && statusRank[d.Status] < statusRank[StatusFail] {
-		d.Status = StatusFail
+	if d.Interrupted {
+		d.Status = StatusInterrupted
+		d.Score = 0
 	}
 }
 
@@ -232,7 +240,7 @@ func (d *Document) Consistent() error {
 }
 
 // statusRank orders the document statuses by precedence in Total.
-var statusRank = map[Status]int{StatusPass: 0, StatusInconclusive: 1, StatusFail: 2, StatusError: 3}
+var statusRank = map[Status]int{StatusPass: 0, StatusInconclusive: 1, StatusFail: 2, StatusError: 3, StatusInterrupted: 4}
 
 // docStatus is what one check's status makes of its document's: a skip,
 // or a status this version does not know, is a fail.
@@ -289,4 +297,20 @@ func WriteFile(path string, d *Document, overwrite bool) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// documentWire is Document without its methods, for MarshalJSON.
+type documentWire Document
+
+// MarshalJSON encodes d as its fields say, except that an interrupted
+// document's score is null: it has none, and 0 would read as a verdict.
+// Decoding needs no counterpart: null leaves Score at 0.
+func (d Document) MarshalJSON() ([]byte, error) {
+	if !d.Interrupted {
+		return json.Marshal(documentWire(d))
+	}
+	return json.Marshal(struct {
+		documentWire
+		Score *float64 `json:"score"`
+	}{documentWire: documentWire(d)})
 }

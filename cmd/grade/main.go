@@ -110,10 +110,54 @@ var stdout io.Writer = os.Stdout
 var stderr io.Writer = os.Stderr
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(context.Background())
 	code := run(ctx, os.Args[1:])
 	stop()
 	os.Exit(code)
+}
+
+// errInterrupted is the verdict of a document that was interrupted.
+var errInterrupted = errors.New("interrupted")
+
+// signalled is the cause of a context ended by a signal.
+type signalled struct{ sig os.Signal }
+
+func (s signalled) Error() string { return "interrupted by " + s.sig.String() }
+
+// interruptible returns a context that ends, with a signalled cause, at
+// the first SIGINT or SIGTERM, whether sent to grade alone or to its
+// process group; stop undoes it.
+func interruptible(parent context.Context) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-sigs:
+			cancel(signalled{sig})
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
+	}
+}
+
+// interruptedCode is the exit status of a run that ctx's signal stopped,
+// as shells give it: 128 plus the signal's number, 130 for SIGINT and 143
+// for SIGTERM; exitFail if ctx ended otherwise.
+func interruptedCode(ctx context.Context) int {
+	var s signalled
+	if errors.As(context.Cause(ctx), &s) {
+		if n, ok := s.sig.(syscall.Signal); ok {
+			return 128 + int(n)
+		}
+		return 128 + int(syscall.SIGINT)
+	}
+	return exitFail
 }
 
 // run executes one command line and returns the exit code.
@@ -140,15 +184,16 @@ func run(ctx context.Context, args []string) int {
 	switch {
 	case err == nil:
 		return exitPass
+	case ctx.Err() != nil || errors.Is(err, errInterrupted):
+		// SIGINT or SIGTERM: whatever was measured has been written,
+		// marked interrupted, with no score.
+		fmt.Fprintf(stderr, "grade %s: interrupted\n", name)
+		return interruptedCode(ctx)
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "grade %s: %v\n", name, err)
 		return exitUsage
 	case errors.As(err, &fe):
 		fmt.Fprintf(stderr, "grade %s: %v\n", name, err)
-		return exitFail
-	case ctx.Err() != nil:
-		// Ctrl-C: whatever was measured has been written, marked interrupted.
-		fmt.Fprintf(stderr, "grade %s: interrupted\n", name)
 		return exitFail
 	default:
 		fmt.Fprintf(stderr, "grade %s: %v\n", name, err)

@@ -231,6 +231,8 @@ func verdictError(id string, doc *results.Document) error {
 		return errors.New("some checks could not be judged (status error); see their messages")
 	case results.StatusInconclusive:
 		return errors.New("some checks disagreed across repeats; they are marked inconclusive with their values (grade again on a quieter machine)")
+	case results.StatusInterrupted:
+		return errInterrupted
 	}
 	return failError{fmt.Sprintf("%s scored %g of %g", id, doc.Score, doc.MaxScore)}
 }
