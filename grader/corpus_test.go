@@ -40,6 +40,22 @@ func gradeUnit(t *testing.T, task Task, impl Impl, replace map[string]string) *r
 	return gradeUnitWithin(t, task, impl, replace, 20*time.Second)
 }
 
+// gradeUnitOnly grades the unit stage of the exercises with replace
+// swapped in, running only subtests of the suite and shrinking for 1 s.
+func gradeUnitOnly(t *testing.T, task Task, replace map[string]string, subtests []string) *results.Document {
+	t.Helper()
+	opts := Options{Impl: Exercises, Root: repoRoot(t), UnitOnly: true, UnitTimeout: 20 * time.Second, Replace: replace,
+		allowEdited: true, onlySubtests: subtests, shrinkTime: time.Second}
+	doc, err := Grade(context.Background(), task, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("graded with seed %d (replay: grade %s --seed %d)", doc.Seed, task.ID, doc.Seed)
+		}
+	})
+	return doc
+}
+
 // gradeUnitWithin is gradeUnit with the unit tests bounded by timeout.
 func gradeUnitWithin(t *testing.T, task Task, impl Impl, replace map[string]string, timeout time.Duration) *results.Document {
 	t.Helper()
@@ -186,7 +202,10 @@ func TestWrongImplementationsFail(t *testing.T) {
 			if needsRealRedis(v.CaughtBy) && !redisenv.ServerAvailable() {
 				t.Skip("caught only by task 6's Redis/ checks, and no redis-server is installed to run them")
 			}
-			doc := gradeUnit(t, task, Exercises, replace[v.ID()])
+			// Only the subtests that catch it, shrinking briefly: each
+			// failing proves the lost points, and the rest of the suite
+			// (rapid's 10 s of shrinking above all) would only take time.
+			doc := gradeUnitOnly(t, task, replace[v.ID()], v.CaughtBy)
 			assert.Equal(t, results.StatusFail, doc.Status, "status")
 			assert.Less(t, doc.Score, doc.MaxScore, "a wrong implementation must lose points")
 			for _, sub := range v.CaughtBy {
@@ -426,9 +445,13 @@ func TestWrongImplementationsFailTheirFloods(t *testing.T) {
 				require.True(t, planned[name], "%s: Caught-By-Check %q is not a check %s plans", v.Path, name, task.ID)
 			}
 			for _, virtual := range clocks(task) {
+				// The unit suite runs none of its subtests: these variants
+				// are caught by floods alone (the named checks below), and
+				// a slow variant would wait out the suite's timeouts first.
 				doc, err := Grade(context.Background(), task, Options{
 					Impl: Exercises, Root: repoRoot(t), Replace: replace[v.ID()], allowEdited: true,
 					Quick: true, Virtual: virtual, virtualBudget: testVirtualBudget, Log: testLog{t},
+					onlySubtests: []string{noSubtest},
 				})
 				require.NoError(t, err)
 				for _, name := range v.CaughtByChecks {
@@ -442,6 +465,10 @@ func TestWrongImplementationsFailTheirFloods(t *testing.T) {
 		})
 	}
 }
+
+// noSubtest names no subtest of any suite: as Options.onlySubtests it runs
+// none of them.
+const noSubtest = "ratelab-no-such-subtest"
 
 // clocks lists the clocks a corpus test grades task on: the wall clock
 // (Virtual false), and virtual time too where the task has it.

@@ -83,6 +83,12 @@ type Options struct {
 	// virtualBudget overrides virtualBudget (the grader's tests shorten
 	// it).
 	virtualBudget time.Duration
+	// onlySubtests, if set, runs only these subtests of the unit suite
+	// (the others are then recorded as not run), and shrinkTime, if set,
+	// bounds rapid's shrinking instead of 10 s: the corpus tests use both
+	// to judge a wrong variant by the subtests known to catch it.
+	onlySubtests []string
+	shrinkTime   time.Duration
 	// turn is the grading's place in a Series, or nil when it is graded
 	// alone.
 	turn *turn

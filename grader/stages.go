@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"time"
 
 	"ratelab/fakegpu"
 	"ratelab/harness"
@@ -88,11 +89,16 @@ func (g *grading) unitStage(ctx context.Context) (notReady string, err error) {
 	env = append(env, fmt.Sprintf("%s=%d", SeedEnv, seed))
 	// The same seed for rapid's property tests; no failure files written
 	// into the learner's tree.
-	testArgs := []string{fmt.Sprintf("-rapid.seed=%d", seed), "-rapid.nofailfile", "-rapid.shrinktime=10s"}
+	shrink := 10 * time.Second
+	if g.opts.shrinkTime > 0 {
+		shrink = g.opts.shrinkTime
+	}
+	testArgs := []string{fmt.Sprintf("-rapid.seed=%d", seed), "-rapid.nofailfile", "-rapid.shrinktime=" + shrink.String()}
 	replay := fmt.Sprintf("random inputs from seed %d (replay them: grade %s --seed %d)", seed, g.task.ID, seed)
 	res := runUnit(ctx, unitRun{
 		root: g.opts.Root, pkgDir: path.Join(string(g.opts.Impl), u.Package), tags: tags, overlay: overlay,
 		timeout: g.opts.UnitTimeout, env: env, testArgs: testArgs, scratch: g.tmp, logf: g.logf,
+		only: prefixed(u.Test, g.opts.onlySubtests),
 	})
 	if res.err != nil {
 		return "", res.err

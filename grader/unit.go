@@ -72,6 +72,17 @@ type unitRun struct {
 	// logf receives progress for people, such as which subtest the run is
 	// still waiting on; nil discards it.
 	logf func(format string, args ...any)
+	// only, if set, are the only tests to run (full names).
+	only []string
+}
+
+// prefixed returns the subtests of test as full test names.
+func prefixed(test string, subtests []string) []string {
+	var out []string
+	for _, st := range subtests {
+		out = append(out, test+"/"+st)
+	}
+	return out
 }
 
 // maxReruns bounds how often a suite runs again after a subtest hung or
@@ -242,7 +253,7 @@ func (r *unitResult) merge(again *unitResult) {
 	}
 }
 
-// skipPattern turns test names into one -skip pattern: go test splits it at
+// skipPattern turns test names into one -skip (or -run) pattern: go test splits it at
 // slashes and matches each level separately, so names are merged level by
 // level. A subtest of the same name under a sibling may be skipped along;
 // the suites' names are distinct enough for that not to matter.
@@ -284,6 +295,17 @@ func runGoTest(ctx context.Context, u unitRun, race, serial bool, skip []string)
 	}
 	if len(skip) > 0 {
 		args = append(args, "-skip="+skipPattern(skip))
+	}
+	if len(u.only) > 0 {
+		// Two levels only, the test and its first subtest: a deeper
+		// level of the pattern would also filter the subtests of a
+		// shallower name, which must all run.
+		var top []string
+		for _, n := range u.only {
+			parts := strings.SplitN(n, "/", 3)
+			top = append(top, strings.Join(parts[:min(len(parts), 2)], "/"))
+		}
+		args = append(args, "-run="+skipPattern(top))
 	}
 	args = append(args, "./"+filepath.ToSlash(u.pkgDir))
 	args = append(args, u.testArgs...)
