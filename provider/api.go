@@ -317,6 +317,14 @@ func ParseRetryAfter(v string, now time.Time) time.Duration {
 	if v == "" {
 		return 0
 	}
+	if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+		// Whole seconds, the form RFC 9110 gives, read exactly: a float
+		// loses whole nanoseconds past 2^53.
+		if n >= uint64(math.MaxInt64/int64(time.Second)) {
+			return time.Duration(math.MaxInt64)
+		}
+		return time.Duration(n) * time.Second
+	}
 	if secs, err := strconv.ParseFloat(v, 64); err == nil {
 		if !(secs > 0) {
 			return 0
