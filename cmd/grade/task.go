@@ -210,6 +210,9 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 	if err := writeFormats(doc, f, root); err != nil {
 		return err
 	}
+	if doc.Status == results.StatusFail {
+		printNextStep(human, root, doc)
+	}
 	switch {
 	case gradeErr != nil && ctx.Err() != nil:
 		return gradeErr
