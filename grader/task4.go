@@ -81,19 +81,11 @@ const (
 	task4BudgetFactor    = 1.10
 	task4BudgetOvershoot = 20
 	// How much sooner than its Retry-After a client may come back, as the
-	// server measures it: from the moment it commits the refusal (before
-	// a byte leaves) to the moment it has read the next attempt. Loopback
-	// latency and the client's scheduling only lengthen that, so a loop
-	// that starts its wait when the answer arrives is never measured
-	// early; and the server's whole-second header is what the client is
-	// held to, not the calendar time behind it (the spread Retry-After
-	// says floor(t − now) of a place t, so the header is never later than
-	// the place). The 50 ms admit a loop that starts its wait when it sent
-	// the attempt (a shed answer takes a millisecond, tens on a busy
-	// machine), and are far below any real mistake: ignoring the header
-	// comes back within the backoff (100 ms, 200 ms, ...) after being told
-	// at least 1 s; reading it a second short is a second early. A header
-	// longer than Cap counts as Cap, as the contract says.
+	// server measures it from committing the refusal to reading the next
+	// attempt: 50 ms admits a loop that starts its wait when it sent (a
+	// shed answer takes a millisecond, tens on a busy machine) and is far
+	// below any real mistake (docs/VALIDITY.md, "Retry-After, measured by
+	// the server"). A header longer than Cap counts as Cap.
 	task4EarlyTolerance = 50 * time.Millisecond
 )
 

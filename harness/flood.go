@@ -3,16 +3,17 @@
 // due, not from when the load generator got round to it, and a generator
 // that fell behind its schedule says so.
 //
-// Flood is the one entry point for a flood: at a constant rate, or in one
-// of the open-loop arrival patterns of Pattern (spikes, a ramp, a Poisson
-// process), each a Schedule fixed before it starts. It uses vegeta's
+// [Flood] is the one entry point for a flood, described by [Options]: at a
+// constant rate, or in one of the open-loop arrival patterns of [Pattern]
+// (spikes, a ramp, a Poisson process), each a [Schedule] fixed before it
+// starts. It uses vegeta's
 // attack library with no cap on workers or connections (a capped client pool
 // is an unbounded queue of its own), records latencies into HdrHistograms per
 // outcome, and samples the server's /stats until its line has drained.
 //
 // The experiments built from floods and clients of their own (storms, the
 // judge, the dependency scenario, the counting limiters) are package
-// scenario's.
+// [ratelab/scenario]'s. A flood returns a [results.Run].
 package harness
 
 import (

@@ -1,5 +1,9 @@
-// Package model holds the lesson's closed-form predictions, against which
-// the grader checks what the floods measured.
+// Package model holds the lesson's predictions, against which the grader
+// checks what the floods measured: closed forms such as [Unprotected] and
+// [BucketAdmits], and [Sim], a discrete-event simulation of the fake GPU
+// server that covers shedding, deadlines, buckets and retries. Virtual-time
+// floods match [Sim] exactly; wall-clock floods match it within the noise
+// bands the grader states.
 package model
 
 import (

@@ -1,7 +1,8 @@
-// Package results is the data every grade run produces: one Document per
-// run, with its checks, the floods behind them and the machine they ran on.
-// The JSON form is versioned by Schema and described in docs/RESULTS.md;
-// reports and cohort views read nothing else.
+// Package results is the data every grade run produces: one [Document] per
+// run, with its [Check] values, the floods behind them ([Run]) and the
+// machine they ran on. The JSON form is versioned by [Schema] and described
+// in docs/RESULTS.md; [Decode] reads it back strictly. Reports and cohort
+// views read nothing else.
 package results
 
 import (
