@@ -54,6 +54,10 @@ type Options struct {
 	// redis-server for the grading where one is installed, and uses an
 	// embedded miniredis otherwise; RedisOff uses miniredis.
 	RedisURL string
+	// NoCluster skips task 6's cluster checks (task6_cluster.go), which
+	// otherwise run wherever redis-server is installed; skipped, they
+	// carry no points.
+	NoCluster bool
 	// Progress, if set, is told about once a second how a flood is going.
 	Progress func(run string, elapsed, total time.Duration, sent int64)
 	// Calibration, if set and not OK, stops every wall-clock flood: the
@@ -89,6 +93,11 @@ type Options struct {
 	// to judge a wrong variant by the subtests known to catch it.
 	onlySubtests []string
 	shrinkTime   time.Duration
+	// floodsOnly skips the unit stage, recording its checks as not run,
+	// and goes straight to the floods: the corpus tests judge a variant
+	// that only the floods catch without building and running a suite
+	// whose verdicts they ignore.
+	floodsOnly bool
 	// turn is the grading's place in a Series, or nil when it is graded
 	// alone.
 	turn *turn
@@ -175,6 +184,9 @@ type grading struct {
 	// prebuilt is the build of the session binary begun beside the unit
 	// stage (prebuild), if any.
 	prebuilt *sessionBuild
+	// run runs the grading's traffic on its clock, chosen on first use
+	// (runner).
+	run runner
 	// waited is how long a grading started ahead in a Series waited for
 	// the one before it (awaitTurn): not this task's time.
 	waited time.Duration
@@ -220,15 +232,14 @@ func (g *grading) record(c results.Check) {
 	g.doc.Checks = append(g.doc.Checks, c)
 }
 
-// flood floods a fresh in-process server with cfg and records the run.
+// flood floods a fresh in-process server with cfg and records the run, on
+// the grading's clock (runner.floodInProcess).
 func (g *grading) flood(ctx context.Context, cfg fakegpu.Config, opts harness.Options) (*results.Run, error) {
-	if g.virtual() {
-		runs, err := g.floodVirtual(ctx, cfg, opts)
-		if err != nil {
-			return nil, err
-		}
-		return runs[0], nil
-	}
+	return g.runner().floodInProcess(ctx, cfg, opts)
+}
+
+// floodInProcess is flood on the wall clock, once.
+func (g *grading) floodInProcess(ctx context.Context, cfg fakegpu.Config, opts harness.Options) (*results.Run, error) {
 	srv, err := fakegpu.New(cfg)
 	if err != nil {
 		return nil, err
@@ -353,12 +364,8 @@ func Grade(ctx context.Context, task Task, opts Options) (*results.Document, err
 		g.tmp = tmp
 		defer os.RemoveAll(tmp)
 		defer g.closeSession()
-		if g.virtual() {
-			doc.Notes = append(doc.Notes, "virtual time: this task's traffic ran in a testing/synctest bubble over an in-memory network, the same on every machine; what a bubble cannot judge (idle CPU, memory) ran on the wall clock")
-		} else if opts.Virtual && virtualTasks[task.ID] != "" {
-			doc.Notes = append(doc.Notes, task.ID+" ran on the wall clock: it was judged by the Redis given with --redis, which keeps real time")
-		} else if opts.Virtual {
-			doc.Notes = append(doc.Notes, task.ID+" has no virtual-time floods yet: it ran on the wall clock")
+		if note := g.runner().note(); note != "" {
+			doc.Notes = append(doc.Notes, note)
 		}
 		if task.Unit == nil {
 			// No unit stage to run ahead: its turn comes first.

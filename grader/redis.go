@@ -88,8 +88,8 @@ func (g *grading) openRedis(ctx context.Context) (*judgeRedis, error) {
 	}
 	g.doc.Redis = &results.Redis{Kind: r.kind, Version: r.version, URL: redact(r.url), Unit: r.kind != results.RedisEmbedded}
 	note := "task 6 judged by " + r.String()
-	if g.virtual() {
-		note = "task 6's unit suite judged by " + r.String() + "; its floods by " + task6SessionRedis
+	if on := g.runner().floodsRedis(r); on != "" {
+		note = "task 6's unit suite judged by " + r.String() + "; its floods by " + on
 	}
 	if fallback != "" {
 		note += " (" + fallback + "; miniredis's Lua is not Redis's, so the unit suite's Redis/ checks were skipped: install Redis, or pass --redis URL, to be judged by a real one)"

@@ -68,7 +68,14 @@ func (g *grading) unitStage(ctx context.Context) (notReady string, err error) {
 	u := g.task.Unit
 	file := g.file()
 	prefix := fmt.Sprintf("task %d (%s)", g.task.Number, file)
-	g.prebuild(ctx)
+	g.runner().prebuild(ctx)
+	g.doc.Seed = g.opts.Seed
+	if g.opts.floodsOnly {
+		for _, c := range u.Checks {
+			g.skipCheck("unit: "+c.Name, c.Points, "this grading judges the floods only")
+		}
+		return "", nil
+	}
 	g.logf("  unit tests: go test -race ./%s/%s", g.opts.Impl, u.Package)
 	overlay, err := writeOverlay(g.tmp, g.opts.Root, g.opts.Replace)
 	if err != nil {
@@ -85,7 +92,6 @@ func (g *grading) unitStage(ctx context.Context) (notReady string, err error) {
 		env = []string{"REDIS_URL=" + u}
 	}
 	seed := g.opts.Seed
-	g.doc.Seed = seed
 	env = append(env, fmt.Sprintf("%s=%d", SeedEnv, seed))
 	// The same seed for rapid's property tests; no failure files written
 	// into the learner's tree.
@@ -200,14 +206,20 @@ func (g *grading) server(ctx context.Context) (string, error) {
 // virtual time the server is the session's instead (floodVirtual), and
 // idle CPU is not measured.
 func (g *grading) floodChild(ctx context.Context, bin string, cfg fakegpu.Config, opts ...harness.Options) ([]*results.Run, error) {
-	if g.virtual() {
-		return g.floodVirtual(ctx, cfg, opts...)
-	}
-	return g.floodWall(ctx, bin, cfg, opts...)
+	return g.runner().flood(ctx, bin, cfg, opts...)
 }
 
-// floodWall is floodChild on the wall clock, whatever the grading's clock.
+// floodWall is floodChild on the wall clock, whatever the grading's clock,
+// run again on a fresh server while the load generator falls behind
+// (untilReliable).
 func (g *grading) floodWall(ctx context.Context, bin string, cfg fakegpu.Config, opts ...harness.Options) ([]*results.Run, error) {
+	return g.untilReliable(ctx, "flood "+opts[0].Name, func() ([]*results.Run, error) {
+		return g.floodWallOnce(ctx, bin, cfg, opts...)
+	})
+}
+
+// floodWallOnce is floodWall's one try.
+func (g *grading) floodWallOnce(ctx context.Context, bin string, cfg fakegpu.Config, opts ...harness.Options) ([]*results.Run, error) {
 	s, err := g.startChild(ctx, bin, cfg)
 	if err != nil {
 		return nil, err

@@ -130,9 +130,9 @@ func gradeTask4(ctx context.Context, g *grading) error {
 		return nil
 	}
 	if notReady == "" {
-		stormBin, server, err := g.task4Binaries(ctx)
+		err := g.runner().prepare(ctx)
 		if err == nil {
-			return stormTask4(ctx, g, stormBin, server)
+			return stormTask4(ctx, g)
 		}
 		notReady = fmt.Sprintf("the storm with %s %v", g.file(), err)
 	}
@@ -140,42 +140,18 @@ func gradeTask4(ctx context.Context, g *grading) error {
 	return nil
 }
 
-// task4Binaries builds the storm client with the graded retry loop, and the
-// reference shedding server (the learner's, in a tree without solutions/);
-// in virtual time neither, as the session holds both.
-func (g *grading) task4Binaries(ctx context.Context) (storm, server string, err error) {
-	if g.virtual() {
-		return "", "", nil // the session builds its own (virtual.go)
-	}
-	overlay, err := writeOverlay(g.tmp, g.opts.Root, g.opts.Replace)
-	if err != nil {
-		return "", "", err
-	}
-	var tags []string
-	if g.opts.Impl == Exercises {
-		tags = []string{"ratelab_ex_retry"}
-	}
-	if storm, err = buildCmd(ctx, g.opts.Root, g.tmp, "storm", referenceTags(g.opts.Root, tags), overlay); err != nil {
-		return "", "", err
-	}
-	server, err = buildServer(ctx, g.opts.Root, g.tmp, referenceTags(g.opts.Root, nil), "")
-	return storm, server, err
+func (r virtualRunner) storm(ctx context.Context, cfg fakegpu.Config, req vsession.Request, _ time.Duration) (*results.Storm, results.ServerStats, error) {
+	return r.g.stormVirtual(ctx, cfg, req)
 }
 
-// storm runs req's storm or amplifier (its Retry and its Storm or Amplify
-// options) against a fresh server configured as cfg, and returns the
-// result and the server's detailed stats once it drained: in the
-// grading's virtual-time session, or on the wall clock with the storm
-// binary against a child server from serverBin ("" for an in-process
-// unprotected server, as the amplifier uses).
-func (g *grading) storm(ctx context.Context, stormBin, serverBin string, cfg fakegpu.Config, req vsession.Request, limit time.Duration) (*results.Storm, results.ServerStats, error) {
-	if g.virtual() {
-		return g.stormVirtual(ctx, cfg, req)
-	}
+// storm on the wall clock runs the storm binary against a child server
+// from the reference build, or, for the amplifier, an unprotected
+// in-process server.
+func (r *wallRunner) storm(ctx context.Context, cfg fakegpu.Config, req vsession.Request, limit time.Duration) (*results.Storm, results.ServerStats, error) {
 	var url string
 	var stats harness.StatsFunc
-	if serverBin != "" {
-		c, err := startServer(ctx, serverBin, append([]string{"--port", "0"}, cfg.Args()...)...)
+	if req.Storm != nil {
+		c, err := startServer(ctx, r.server, append([]string{"--port", "0"}, cfg.Args()...)...)
 		if err != nil {
 			return nil, results.ServerStats{}, err
 		}
@@ -193,7 +169,7 @@ func (g *grading) storm(ctx context.Context, stormBin, serverBin string, cfg fak
 		defer in.Close()
 		url, stats = in.URL, func(context.Context) (results.ServerStats, error) { return srv.StatsDetail(), nil }
 	}
-	st, err := g.runStorm(ctx, stormBin, url, limit, stormArgs(req)...)
+	st, err := r.g.runStorm(ctx, r.cmd, url, limit, stormArgs(req)...)
 	if err != nil {
 		return nil, results.ServerStats{}, err
 	}
@@ -228,7 +204,7 @@ func (g *grading) runStorm(ctx context.Context, bin, url string, limit time.Dura
 	return &st, nil
 }
 
-func stormTask4(ctx context.Context, g *grading, stormBin, serverBin string) error {
+func stormTask4(ctx context.Context, g *grading) error {
 	cfg := fakegpu.DefaultConfig()
 	ideal := float64(task4Clients) * cfg.Work.Seconds() / float64(cfg.Slots)
 	storms := make([]*results.Storm, len(task4Storms))
@@ -237,8 +213,8 @@ func stormTask4(ctx context.Context, g *grading, stormBin, serverBin string) err
 		server.SpreadRetryAfter = row.honor
 		rt := vsession.Retry{Tries: task4Tries, Base: task4Base, Cap: task4Cap, Jitter: row.jitter, HonorRetryAfter: row.honor}
 		g.logf("  %s: %d clients at once against the shedding server%s%s ...", row.name, task4Clients,
-			map[bool]string{true: " (it spreads Retry-After)", false: ""}[row.honor], map[bool]string{true: ", in virtual time", false: ""}[g.virtual()])
-		st, stats, err := g.storm(ctx, stormBin, serverBin, server, vsession.Request{
+			map[bool]string{true: " (it spreads Retry-After)", false: ""}[row.honor], g.runner().clock())
+		st, stats, err := g.runner().storm(ctx, server, vsession.Request{
 			Op: vsession.OpStorm, Retry: &rt,
 			Storm: &scenario.StormOptions{Name: row.name, Clients: task4Clients, Limit: task4StormLimit},
 		}, task4StormLimit)
@@ -269,7 +245,7 @@ func stormTask4(ctx context.Context, g *grading, stormBin, serverBin string) err
 	checkTask4Storms(g, storms, sims[0], sims[1])
 	checkTask4Calls(g, storms)
 
-	naive, budget, err := amplifyTask4(ctx, g, stormBin)
+	naive, budget, err := amplifyTask4(ctx, g)
 	if err != nil {
 		return err
 	}
@@ -279,7 +255,7 @@ func stormTask4(ctx context.Context, g *grading, stormBin, serverBin string) err
 
 // amplifyTask4 runs the amplifier twice against a fresh unprotected
 // in-process server each time: immediate retries, then backoff with a budget.
-func amplifyTask4(ctx context.Context, g *grading, stormBin string) (naive, budget *results.Storm, err error) {
+func amplifyTask4(ctx context.Context, g *grading) (naive, budget *results.Storm, err error) {
 	rows := []struct {
 		name  string
 		retry vsession.Retry
@@ -290,8 +266,8 @@ func amplifyTask4(ctx context.Context, g *grading, stormBin string) (naive, budg
 	out := make([]*results.Storm, len(rows))
 	for i, row := range rows {
 		cfg := fakegpu.DefaultConfig()
-		g.logf("  %s against the unprotected server%s ...", row.name, map[bool]string{true: ", in virtual time", false: ""}[g.virtual()])
-		st, stats, err := g.storm(ctx, stormBin, "", cfg, vsession.Request{
+		g.logf("  %s against the unprotected server%s ...", row.name, g.runner().clock())
+		st, stats, err := g.runner().storm(ctx, cfg, vsession.Request{
 			Op: vsession.OpAmplify, Retry: &row.retry,
 			Amplify: &scenario.AmplifyOptions{Name: row.name, Rate: 100, Duration: 10 * time.Second, Limit: task4AmplifyLimit},
 		}, task4AmplifyLimit)

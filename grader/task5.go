@@ -3,12 +3,10 @@ package grader
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
-	"ratelab/internal/vsession"
-	"ratelab/provider"
 	"ratelab/results"
-	"ratelab/scenario"
 )
 
 // Tolerances of task 5, each with the reason it is as wide as it is.
@@ -47,8 +45,19 @@ func task5Planned() []planned {
 		{"judge: the polite client finishes near the minimum", 2},
 		{"judge: the polite client is almost never rejected", 2},
 		{"judge: caching the prefix speeds it up as the minimum predicts", 1},
+		{task5FaultsComplete, 1},
+		{task5FaultsInFlight, 1},
+		{task5FaultsRetryAfter, 1},
 	}
 }
+
+// The checks of the polite-faults strategy, in which the API fails one
+// request in scenario.FaultsEvery on purpose (see scenario.JudgeStrategies).
+const (
+	task5FaultsComplete   = "judge, faults: every judgment completes though the API fails some attempts on purpose"
+	task5FaultsInFlight   = "judge, faults: retries stay within MaxInFlight, as the API counts"
+	task5FaultsRetryAfter = "judge, faults: no retry comes before the API's retry-after, as the API measured"
+)
 
 func gradeTask5(ctx context.Context, g *grading) error {
 	notReady, err := g.unit(ctx)
@@ -56,20 +65,9 @@ func gradeTask5(ctx context.Context, g *grading) error {
 		return err
 	}
 	if notReady == "" {
-		if g.virtual() {
-			return judgeTask5(ctx, g, "") // the session builds its own (virtual.go)
-		}
-		overlay, err := writeOverlay(g.tmp, g.opts.Root, g.opts.Replace)
-		if err != nil {
-			return err
-		}
-		var tags []string
-		if g.opts.Impl == Exercises {
-			tags = []string{"ratelab_ex_llmclient"}
-		}
-		bin, err := buildCmd(ctx, g.opts.Root, g.tmp, "judge", referenceTags(g.opts.Root, tags), overlay)
+		err := g.runner().prepare(ctx)
 		if err == nil {
-			return judgeTask5(ctx, g, bin)
+			return judgeTask5(ctx, g)
 		}
 		notReady = fmt.Sprintf("the judge with %s %v", g.file(), err)
 	}
@@ -77,35 +75,13 @@ func gradeTask5(ctx context.Context, g *grading) error {
 	return nil
 }
 
-func judgeTask5(ctx context.Context, g *grading, bin string) error {
-	// The wall clock sends at the API's limits for real; in a bubble the
-	// same minutes pass in a few seconds.
-	took := "about a minute and a half"
-	if g.virtual() {
-		took = "virtual time, a few seconds"
+func judgeTask5(ctx context.Context, g *grading) error {
+	g.logf("  judge: 2,000 relevance judgments of about 3,000 tokens, five strategies, against the fake API (%s) ...", g.runner().judgeTakes())
+	rep, err := g.runner().judge(ctx)
+	if err != nil {
+		return err
 	}
-	g.logf("  judge: 2,000 relevance judgments of about 3,000 tokens, five strategies, against the fake API (%s) ...", took)
-	var rep results.JudgeReport
-	if g.virtual() {
-		s, err := g.vsession(ctx)
-		if err != nil {
-			return err
-		}
-		// The judge's defaults, as cmd/judge --in-process --strategy all.
-		api := provider.DefaultConfig()
-		out, err := s.call(ctx, vsession.Request{Op: vsession.OpJudge, API: &api,
-			Judge: &scenario.JudgeOptions{Workload: scenario.DefaultJudgeWorkload()}})
-		if err != nil {
-			return g.learnerFault("the judge in virtual time", err)
-		}
-		if out.Judge == nil {
-			return fmt.Errorf("the virtual-time judge returned no report")
-		}
-		rep = *out.Judge
-	} else if err := RunJSON(ctx, task5Limit, &rep, bin, "--in-process", "--strategy", "all"); err != nil {
-		return g.learnerFault("the judge", err)
-	}
-	g.doc.Judge = &rep
+	g.doc.Judge = rep
 	by := map[string]results.JudgeStrategy{}
 	for _, s := range rep.Strategies {
 		by[s.Name] = s
@@ -158,4 +134,88 @@ func checkTask5(g *grading, by map[string]results.JudgeStrategy) {
 			most, cached.MostSeconds, polite.MostSeconds, cached.WallSeconds, polite.WallSeconds, speedup, predicted, 100*task5CacheShare, 100-most),
 		Measured: map[string]float64{"speedup": speedup}, Expected: map[string]float64{"speedup_min": task5CacheShare * predicted, "predicted": predicted},
 	}, done(cached) && predicted > 0 && speedup >= task5CacheShare*predicted, nil)
+	checkTask5Faults(g, by["polite-faults"], done)
+}
+
+// checkTask5Faults judges the polite-faults strategy from the API's own
+// counts. Each check needs its path to have been taken: a fault kind the
+// API never injected, or a run without the API's fault record, leaves the
+// check not judged (a defect of the grader, not a pass). The faults are
+// the API's choice, one request in Every of each kind in turn, so once the
+// client has sent Every × kinds requests every kind has been injected: a
+// client that sent fewer (one that panics, or hangs) fails the checks.
+func checkTask5Faults(g *grading, s results.JudgeStrategy, done func(results.JudgeStrategy) bool) {
+	f := s.Server.Faults
+	var missing []string
+	if f != nil {
+		for _, k := range results.FaultKinds {
+			if f.Injected[k] == 0 {
+				missing = append(missing, k)
+			}
+		}
+	}
+	if f != nil && len(missing) > 0 {
+		if need := int64(f.Plan.Every * len(f.Plan.Kinds)); s.Server.Requests < need {
+			for _, name := range []string{task5FaultsComplete, task5FaultsInFlight, task5FaultsRetryAfter} {
+				g.check(results.Check{Name: name, MaxScore: 1,
+					Message: fmt.Sprintf("polite-faults: the client sent only %d requests, fewer than the %d it takes for the API to fail one of each kind on purpose, and completed %d of %d judgments%s",
+						s.Server.Requests, need, s.Completed, s.N, errSuffix(s.Error)),
+					Measured: map[string]float64{"requests": float64(s.Server.Requests), "completed": float64(s.Completed)},
+					Expected: map[string]float64{"requests_min": float64(need), "completed": float64(s.N)},
+				}, false, nil)
+			}
+			return
+		}
+	}
+	if f == nil || len(missing) > 0 {
+		why := "the API kept no record of its faults"
+		if f != nil {
+			why = fmt.Sprintf("the API injected no %v fault", missing)
+		}
+		if s.Error != "" {
+			why += " (" + s.Error + ")"
+		}
+		for _, name := range []string{task5FaultsComplete, task5FaultsInFlight, task5FaultsRetryAfter} {
+			g.record(results.Check{Task: g.task.ID, Name: name, MaxScore: 1, Status: results.StatusError,
+				Message: "not judged: the faults flood did not take every path (" + why + "); this is a defect of the grader, not of your code"})
+		}
+		return
+	}
+	paths := map[string]float64{}
+	var taken []string
+	for _, k := range results.FaultKinds {
+		paths["injected_"+k], paths["retried_"+k] = float64(f.Injected[k]), float64(f.Retried[k])
+		taken = append(taken, fmt.Sprintf("%s %d (retried %d)", k, f.Injected[k], f.Retried[k]))
+	}
+	paths["completed"] = float64(s.Completed)
+	g.check(results.Check{
+		Name: task5FaultsComplete, MaxScore: 1,
+		Message: fmt.Sprintf("polite-faults: %d of %d judgments completed in %.1f s, while the API failed one request in %d on purpose: %s%s; "+
+			"want every one: each of these is worth a retry (429 with or without retry-after, 529, 500, an attempt that times out)",
+			s.Completed, s.N, s.WallSeconds, f.Plan.Every, strings.Join(taken, ", "), errSuffix(s.Error)),
+		Measured: paths, Expected: map[string]float64{"completed": float64(s.N)},
+	}, done(s), nil)
+	g.check(results.Check{
+		Name: task5FaultsInFlight, MaxScore: 1,
+		Message: fmt.Sprintf("polite-faults: the API saw at most %d of the key's requests being answered at once (besides, it held up to %d attempts on purpose until they timed out, not counted: it sees a client leave only some time after it has); "+
+			"the client was given MaxInFlight %d, and a retry takes a slot like any attempt",
+			s.Server.MaxInFlight, f.MaxStalled, s.MaxInFlight),
+		Measured: map[string]float64{"max_in_flight": float64(s.Server.MaxInFlight), "max_stalled": float64(f.MaxStalled)},
+		Expected: map[string]float64{"max_in_flight_max": float64(s.MaxInFlight)},
+	}, s.MaxInFlight > 0 && s.Server.MaxInFlight <= int64(s.MaxInFlight), nil)
+	// No tolerance: the API marks the 429 before it writes it, and a
+	// client can start its wait only once it has read it, so a client that
+	// waits the retry-after comes back strictly later, on either clock.
+	gap := "none came back"
+	if f.MinRetryAfterGapMS >= 0 {
+		gap = fmt.Sprintf("the soonest came back after %.0f ms", f.MinRetryAfterGapMS)
+	}
+	g.check(results.Check{
+		Name: task5FaultsRetryAfter, MaxScore: 1,
+		Message: fmt.Sprintf("polite-faults: %d answers were 429 with retry-after %.0f ms, %d were retried, %d of them sooner than asked (%s); "+
+			"want every one retried, none sooner: retry-after is a floor under the backoff",
+			f.RetryAfterSent, f.RetryAfterMS, f.Retried[results.FaultRateLimit], f.RetriedEarly, gap),
+		Measured: map[string]float64{"retried": float64(f.Retried[results.FaultRateLimit]), "retried_early": float64(f.RetriedEarly), "min_gap_ms": f.MinRetryAfterGapMS},
+		Expected: map[string]float64{"retried": float64(f.RetryAfterSent), "retried_early": 0, "min_gap_ms_min": f.RetryAfterMS},
+	}, f.RetryAfterSent > 0 && f.Retried[results.FaultRateLimit] == f.RetryAfterSent && f.RetriedEarly == 0, nil)
 }

@@ -159,3 +159,84 @@ func TestTask5JudgeChecks(t *testing.T) {
 		})
 	}
 }
+
+// task5Faults is a polite-faults run of the reference, as the API counted
+// it in virtual time: 300 judgments, 12 faults of each kind, all retried.
+func task5Faults() results.JudgeStrategy {
+	f := &results.APIFaultStats{
+		Plan:     results.APIFaultPlan{Every: 6, Kinds: results.FaultKinds, RetryAfterSeconds: 1},
+		Injected: map[string]int64{}, Retried: map[string]int64{},
+		RetryAfterSent: 12, MinRetryAfterGapMS: 1059, RetryAfterMS: 1000, MaxStalled: 4,
+	}
+	for _, k := range results.FaultKinds {
+		f.Injected[k], f.Retried[k] = 12, 12
+	}
+	return results.JudgeStrategy{
+		Name: "polite-faults", N: 300, Completed: 300, Attempts: 360, WallSeconds: 8.9, MaxInFlight: 8,
+		Server: results.APIKeyStats{Requests: 360, Completed: 300, MaxInFlight: 8, Faults: f},
+	}
+}
+
+func TestTask5FaultChecks(t *testing.T) {
+	all := []string{task5FaultsComplete, task5FaultsInFlight, task5FaultsRetryAfter}
+	done := func(s results.JudgeStrategy) bool {
+		return s.N > 0 && s.Completed == int64(s.N) && !s.TimedOut && s.Error == ""
+	}
+	tests := []struct {
+		name   string
+		change func(s *results.JudgeStrategy)
+		fail   []string
+	}{
+		{"the reference", func(*results.JudgeStrategy) {}, nil},
+		// wrong/task5/bare-429-is-final: the 12 judgments refused with a
+		// 429 without retry-after are lost.
+		{"a bare 429 taken as final", func(s *results.JudgeStrategy) {
+			s.Completed, s.Server.Faults.Retried[results.FaultRateLimitBare] = 288, 0
+		}, []string{task5FaultsComplete}},
+		// wrong/task5/unbounded-in-flight: the slot is given back before
+		// the request is sent.
+		{"unbounded in flight", func(s *results.JudgeStrategy) { s.Server.MaxInFlight = 97 }, []string{task5FaultsInFlight}},
+		// wrong/task5/ignores-retry-after: retried after the backoff alone.
+		{"retry-after ignored", func(s *results.JudgeStrategy) {
+			s.Server.Faults.RetriedEarly, s.Server.Faults.MinRetryAfterGapMS = 11, 37
+		}, []string{task5FaultsRetryAfter}},
+		// A 429 with retry-after never retried at all.
+		{"retry-after answers never retried", func(s *results.JudgeStrategy) {
+			s.Completed, s.Server.Faults.Retried[results.FaultRateLimit], s.Server.Faults.MinRetryAfterGapMS = 288, 0, -1
+		}, []string{task5FaultsComplete, task5FaultsRetryAfter}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := task5Faults()
+			tt.change(&s)
+			for _, name := range all {
+				c := judged(t, 5, name, func(g *grading) { checkTask5Faults(g, s, done) })
+				assert.Equal(t, wantStatus(name, tt.fail), c.Status, "%s: %s", name, c.Message)
+			}
+		})
+	}
+	// A client that panics in Create sends nothing, so no fault is
+	// injected: its fault, not the grader's.
+	s := task5Faults()
+	s.Completed, s.Server.Requests, s.Error = 0, 0, "Create panicked: not implemented"
+	s.Server.Faults.Injected, s.Server.Faults.Retried = map[string]int64{}, map[string]int64{}
+	for _, name := range all {
+		c := judged(t, 5, name, func(g *grading) { checkTask5Faults(g, s, done) })
+		assert.Equal(t, results.StatusFail, c.Status, "%s: %s", name, c.Message)
+		assert.Contains(t, c.Message, "sent only 0 requests")
+	}
+	// A path the flood never took leaves every check not judged: the
+	// grader's fault, never a pass.
+	for _, change := range []func(s *results.JudgeStrategy){
+		func(s *results.JudgeStrategy) { s.Server.Faults.Injected[results.FaultTimeout] = 0 },
+		func(s *results.JudgeStrategy) { s.Server.Faults = nil },
+	} {
+		s := task5Faults()
+		change(&s)
+		for _, name := range all {
+			c := judged(t, 5, name, func(g *grading) { checkTask5Faults(g, s, done) })
+			assert.Equal(t, results.StatusError, c.Status, "%s: %s", name, c.Message)
+			assert.Contains(t, c.Message, "defect of the grader")
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	cryptorand "crypto/rand"
 	"encoding/hex"
 	"fmt"
-	mrand "math/rand/v2"
 	"slices"
 	"time"
 
@@ -79,14 +78,14 @@ const (
 )
 
 func task6Planned() []planned {
-	return []planned{
+	return append([]planned{
 		{task6CheckLeak, 1},
 		{task6CheckBound, 2},
 		{task6CheckShare, 1},
 		{task6CheckTTL, 1},
 		{task6CheckKeyset, 1},
 		{task6CheckCost, 1},
-	}
+	}, task6ClusterPlanned()...)
 }
 
 // task6CheckCost names task 6's wall-clock cost check (cost.go): the
@@ -107,6 +106,7 @@ func checkTask6Cost(ctx context.Context, g *grading, cfg fakegpu.Config) error {
 }
 
 func gradeTask6(ctx context.Context, g *grading) error {
+	g.clusterPointsOff()
 	r, err := g.openRedis(ctx)
 	if err != nil {
 		return err
@@ -117,21 +117,13 @@ func gradeTask6(ctx context.Context, g *grading) error {
 	if err != nil || g.opts.UnitOnly {
 		return err
 	}
-	if notReady == "" && g.virtual() {
-		return floodTask6Virtual(ctx, g)
-	}
 	if notReady == "" {
-		var tags []string
-		if g.opts.Impl == Exercises {
-			tags = []string{"ratelab_ex_redisbucket"}
-		}
-		overlay, err := writeOverlay(g.tmp, g.opts.Root, g.opts.Replace)
-		if err != nil {
-			return err
-		}
-		bin, err := buildServer(ctx, g.opts.Root, g.tmp, referenceTags(g.opts.Root, tags), overlay)
+		err := g.runner().prepare(ctx)
 		if err == nil {
-			return floodTask6(ctx, g, bin, r)
+			if err := g.runner().workerFloods(ctx, r); err != nil {
+				return err
+			}
+			return clusterTask6(ctx, g)
 		}
 		notReady = fmt.Sprintf("the server with %s %v", g.file(), err)
 	}
@@ -373,7 +365,7 @@ func (g *grading) distinctClients(ctx context.Context, bin string, cfg fakegpu.C
 	// burst takes a second or two rather than the minutes 8 slots of
 	// 100 ms would need.
 	cfg.Work = time.Millisecond
-	n := task6ClientsMin + mrand.IntN(task6ClientsMax-task6ClientsMin+1)
+	n := task6ClientsMin + g.draw("task6 distinct clients").IntN(task6ClientsMax-task6ClientsMin+1)
 	keys.clients = n
 	w, err := StartWorkers(ctx, bin, task6Workers, 0, cfg.Args()...)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"time"
 
 	"ratelab/fakegpu"
@@ -126,7 +125,7 @@ func (g *grading) floodWorkersVirtual(ctx context.Context, s *session, cfg fakeg
 func (g *grading) distinctClientsVirtual(ctx context.Context, s *session, cfg fakegpu.Config, tag string, keys *task6Keys) error {
 	fault := func(err error) error { return g.learnerFault("the server in virtual time", err) }
 	cfg.Work = time.Millisecond // as distinctClients
-	n := task6ClientsMin + mrand.IntN(task6ClientsMax-task6ClientsMin+1)
+	n := task6ClientsMin + g.draw("task6 distinct clients").IntN(task6ClientsMax-task6ClientsMin+1)
 	keys.clients = n
 	if _, err := s.call(ctx, vsession.Request{Op: vsession.OpStart, Config: &cfg, Workers: task6Workers}); err != nil {
 		return fault(err)

@@ -94,15 +94,10 @@ const (
 	task7TrialSlack = 50 * time.Millisecond
 )
 
+// task7Planned lists task 7's checks: the scenario's, as declared in
+// task7Checks, then the cost check.
 func task7Planned() []planned {
-	return []planned{
-		{"breaker: calls to the dead dependency stop quickly", 2},
-		{"breaker: the service's in-flight count stays small", 1},
-		{"breaker: clients get fast failures instead of 10 s waits", 1},
-		{"breaker: it closes soon after the dependency recovers", 1},
-		{"breaker: no trial call before the cooldown has passed", 1},
-		{task7CheckCost, 1},
-	}
+	return append(plannedOf(task7Checks), planned{task7CheckCost, 1})
 }
 
 // task7CheckCost names task 7's wall-clock cost check (cost.go).
@@ -116,12 +111,9 @@ func gradeTask7(ctx context.Context, g *grading) error {
 		return err
 	}
 	if notReady == "" {
-		if g.virtual() {
-			return scenarioTask7(ctx, g, "") // the session builds its own (virtual.go)
-		}
-		bin, err := g.breakerBinary(ctx)
+		err := g.runner().prepare(ctx)
 		if err == nil {
-			return scenarioTask7(ctx, g, bin)
+			return scenarioTask7(ctx, g)
 		}
 		notReady = fmt.Sprintf("the scenario with %s %v", g.file(), err)
 	}
@@ -129,53 +121,13 @@ func gradeTask7(ctx context.Context, g *grading) error {
 	return nil
 }
 
-func (g *grading) breakerBinary(ctx context.Context) (string, error) {
-	overlay, err := writeOverlay(g.tmp, g.opts.Root, g.opts.Replace)
-	if err != nil {
-		return "", err
-	}
-	var tags []string
-	if g.opts.Impl == Exercises {
-		tags = []string{"ratelab_ex_breaker"}
-	}
-	return buildCmd(ctx, g.opts.Root, g.tmp, "breaker", referenceTags(g.opts.Root, tags), overlay)
-}
-
-// runScenario runs the scenario o, with the breaker b (none if nil): in
-// the grading's virtual-time session, or on the wall clock with the
-// breaker binary bin.
-func (g *grading) runScenario(ctx context.Context, bin string, o scenario.Dependency, b *vsession.Breaker) (*results.Scenario, error) {
-	if g.virtual() {
-		s, err := g.vsession(ctx)
-		if err != nil {
-			return nil, err
-		}
-		rep, err := s.call(ctx, vsession.Request{Op: vsession.OpScenario, Scenario: &o, Breaker: b})
-		if err != nil {
-			return nil, g.learnerFault("the dependency scenario in virtual time", err)
-		}
-		if rep.Scenario == nil || rep.Scenario.Run == nil {
-			return nil, fmt.Errorf("the virtual-time scenario returned no run")
-		}
-		return rep.Scenario, nil
-	}
-	var sc results.Scenario
-	if err := RunJSON(ctx, 2*time.Minute, &sc, bin, scenarioArgs(o, b)...); err != nil {
-		return nil, g.learnerFault("the dependency scenario", err)
-	}
-	if sc.Run == nil {
-		return nil, fmt.Errorf("the scenario printed no run")
-	}
-	return &sc, nil
-}
-
-func scenarioTask7(ctx context.Context, g *grading, bin string) error {
+func scenarioTask7(ctx context.Context, g *grading) error {
 	var out [2]*results.Scenario
 	for i, with := range []bool{false, true} {
 		g.logf("  dead dependency for 10 s, service at 100/s, %s%s ...", map[bool]string{true: "with the breaker", false: "without a breaker"}[with],
-			map[bool]string{true: ", in virtual time", false: ""}[g.virtual()])
+			g.runner().clock())
 		o, b := task7Settings(with)
-		sc, err := g.runScenario(ctx, bin, o, b)
+		sc, err := g.runner().scenario(ctx, o, b)
 		if err != nil {
 			return err
 		}
@@ -191,46 +143,78 @@ func scenarioTask7(ctx context.Context, g *grading, bin string) error {
 		"10,000 calls a second, the lesson's example of a large service, would then take one whole core")
 }
 
+// task7Runs is what task 7's scenario checks judge: the dead-dependency
+// scenario without a breaker and with the graded one.
+type task7Runs struct{ without, with *results.Scenario }
+
+// task7Checks are task 7's scenario checks, in the order they are
+// recorded.
+var task7Checks = []checkDef[task7Runs]{
+	{"breaker: calls to the dead dependency stop quickly", 2, judgeTask7DeadCalls},
+	{"breaker: the service's in-flight count stays small", 1, judgeTask7InFlight},
+	{"breaker: clients get fast failures instead of 10 s waits", 1, judgeTask7FastFailures},
+	{"breaker: it closes soon after the dependency recovers", 1, judgeTask7Recovery},
+	{"breaker: no trial call before the cooldown has passed", 1, judgeTask7Trials},
+}
+
+// checkTask7 records task7Checks, judged on the scenario without and with
+// the breaker.
 func checkTask7(g *grading, without, with *results.Scenario) {
-	g.check(results.Check{
-		Name: "breaker: calls to the dead dependency stop quickly", MaxScore: 2,
+	judgeAll(g, task7Checks, task7Runs{without, with})
+}
+
+func judgeTask7DeadCalls(r task7Runs) (results.Check, bool, *results.Run) {
+	without, with := r.without, r.with
+	return results.Check{
 		Message: fmt.Sprintf("%d calls reached the dead dependency (without a breaker: %d); want ≤ %d: the window of %d, the %d calls already out before the first slow call was reported, and one trial per cooldown",
 			with.DependencyCallsDead, without.DependencyCallsDead, task7DeadCallsMax, task7Window, int(task7Rate*task7SlowCall.Seconds())),
 		Measured: map[string]float64{"dependency_calls_dead": float64(with.DependencyCallsDead), "without_breaker": float64(without.DependencyCallsDead)},
 		Expected: map[string]float64{"dependency_calls_dead_max": task7DeadCallsMax},
-	}, with.DependencyCallsDead <= task7DeadCallsMax && with.DependencyCallsDead > 0, with.Run)
-	g.check(results.Check{
-		Name: "breaker: the service's in-flight count stays small", MaxScore: 1,
+	}, with.DependencyCallsDead <= task7DeadCallsMax && with.DependencyCallsDead > 0, with.Run
+}
+
+func judgeTask7InFlight(r task7Runs) (results.Check, bool, *results.Run) {
+	without, with := r.without, r.with
+	return results.Check{
 		Message: fmt.Sprintf("at most %d requests in flight in the service, heap %.0f MB (without a breaker: %d in flight, %.0f MB; Little's Law: 100/s × 10 s = 1,000); want ≤ %d",
 			with.InFlightMax, with.HeapMaxMB, without.InFlightMax, without.HeapMaxMB, task7InFlightMax),
 		Measured: map[string]float64{"in_flight_max": float64(with.InFlightMax), "heap_max_mb": with.HeapMaxMB, "without_in_flight_max": float64(without.InFlightMax)},
 		Expected: map[string]float64{"in_flight_max": task7InFlightMax},
-	}, with.InFlightMax <= task7InFlightMax, with.Run)
+	}, with.InFlightMax <= task7InFlightMax, with.Run
+}
+
+func judgeTask7FastFailures(r task7Runs) (results.Check, bool, *results.Run) {
+	without, with := r.without, r.with
 	fast, err := with.Run.QuantileMS(results.OutcomeUnavailable, 99)
 	n503 := with.Run.Counts[results.OutcomeUnavailable]
 	deadRequests := int64(task7Rate * task7DeadFor.Seconds())
 	slowOther, _ := without.Run.QuantileMS(results.OutcomeOther, 50)
-	g.check(results.Check{
-		Name: "breaker: clients get fast failures instead of 10 s waits", MaxScore: 1,
+	return results.Check{
 		Message: fmt.Sprintf("%d requests failed fast with 503, p99 %.1f ms; want at least half of the %d sent while the dependency was dead, with p99 ≤ %.0f ms (without a breaker they failed after a median of %.1f s)",
 			n503, fast, deadRequests, task7FastFailMS, slowOther/1000),
 		Measured: map[string]float64{"fast_failures": float64(n503), "p99_fast_fail_ms": fast, "without_median_failure_ms": slowOther},
 		Expected: map[string]float64{"fast_failures_min": float64(deadRequests / 2), "p99_fast_fail_ms_max": task7FastFailMS},
-	}, err == nil && n503 >= deadRequests/2 && fast <= task7FastFailMS, with.Run)
-	g.check(results.Check{
-		Name: "breaker: it closes soon after the dependency recovers", MaxScore: 1,
+	}, err == nil && n503 >= deadRequests/2 && fast <= task7FastFailMS, with.Run
+}
+
+func judgeTask7Recovery(r task7Runs) (results.Check, bool, *results.Run) {
+	with := r.with
+	return results.Check{
 		Message: fmt.Sprintf("the service answered 90%% of its clients again %.2f s after the dependency recovered; want ≤ %.0f s: one cooldown (%s) for the next trial, and the trial itself",
 			with.RecoveredS, task7RecoverMax.Seconds(), task7Cooldown),
 		Measured: map[string]float64{"recovered_s": with.RecoveredS}, Expected: map[string]float64{"recovered_s_max": task7RecoverMax.Seconds()},
-	}, with.RecoveredS >= 0 && with.RecoveredS <= task7RecoverMax.Seconds(), with.Run)
+	}, with.RecoveredS >= 0 && with.RecoveredS <= task7RecoverMax.Seconds(), with.Run
+}
+
+func judgeTask7Trials(r task7Runs) (results.Check, bool, *results.Run) {
+	with := r.with
 	trials, early, why := task7Trials(with)
-	g.check(results.Check{
-		Name: "breaker: no trial call before the cooldown has passed", MaxScore: 1,
+	return results.Check{
 		Message: fmt.Sprintf("%s; want every call the dead dependency got after the breaker first refused one to have been let through at least one cooldown (%s, less %v of slack) after that refusal or the trial before it",
 			why, task7Cooldown, task7TrialSlack),
 		Measured: map[string]float64{"trials": float64(trials), "early_trials": float64(early), "first_refusal_s": with.FirstRefusalS},
 		Expected: map[string]float64{"early_trials": 0},
-	}, with.FirstRefusalS >= 0 && early == 0, with.Run)
+	}, with.FirstRefusalS >= 0 && early == 0, with.Run
 }
 
 // task7Trials reads the dead dependency's record of the scenario with a

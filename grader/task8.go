@@ -6,9 +6,7 @@ import (
 	"math"
 	"time"
 
-	"ratelab/internal/vsession"
 	"ratelab/results"
-	"ratelab/scenario"
 )
 
 // Task 8's measurements run in a child program, cmd/counting, with the
@@ -128,38 +126,11 @@ func (g *grading) countingBinary(ctx context.Context) (string, error) {
 }
 
 func measureTask8(ctx context.Context, g *grading, bin string) error {
-	var c results.Counting
-	if g.virtual() {
-		// In virtual time the measurements that take time; memory, which a
-		// bubble could hide, on the real clock.
-		g.logf("  measuring the four limiters in virtual time: boundary burst, synchronised return, disagreement ...")
-		s, err := g.vsession(ctx)
-		if err != nil {
-			return err
-		}
-		out, err := s.call(ctx, vsession.Request{Op: vsession.OpCounting, NotBefore: time.Now(), Counting: &scenario.CountingOptions{
-			Measure: []string{"boundary", "return", "disagreement"}, Seed: g.opts.Seed,
-		}})
-		if err != nil {
-			return g.learnerFault("the measurements in virtual time", err)
-		}
-		if out.Counting == nil {
-			return fmt.Errorf("the virtual-time session returned no measurements")
-		}
-		c = *out.Counting
-		g.logf("  measuring the four limiters' memory on the real clock ...")
-		var mem results.Counting
-		if err := RunJSON(ctx, task8MeasureLimit, &mem, bin, "--measure", "memory"); err != nil {
-			return g.learnerFault("the memory measurement", err)
-		}
-		c.Memory, c.Warnings = mem.Memory, append(c.Warnings, mem.Warnings...)
-	} else {
-		g.logf("  measuring the four limiters on the real clock: boundary burst, synchronised return, memory, disagreement (about 15 s) ...")
-		if err := RunJSON(ctx, task8MeasureLimit, &c, bin, "--seed", fmt.Sprint(g.opts.Seed)); err != nil {
-			return g.learnerFault("the measurements", err)
-		}
+	c, err := g.runner().counting(ctx, bin)
+	if err != nil {
+		return err
 	}
-	g.doc.Counting = append(g.doc.Counting, &c)
+	g.doc.Counting = append(g.doc.Counting, c)
 	for _, b := range c.Boundary {
 		g.logf("    boundary, %s: %d + %d admitted of %d", b.Limiter, b.AdmittedBefore, b.AdmittedAfter, b.Sent)
 	}
@@ -175,8 +146,8 @@ func measureTask8(ctx context.Context, g *grading, bin string) error {
 	for _, w := range c.Warnings {
 		g.logf("    warning: %s", w)
 	}
-	checkTask8(g, &c)
-	return floodTask8Server(ctx, g, bin, &c)
+	checkTask8(g, c)
+	return floodTask8Server(ctx, g, bin, c)
 }
 
 // checkTimed records a check measured on the real clock: not judged, an

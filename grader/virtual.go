@@ -60,12 +60,6 @@ func stuckError(budget time.Duration) error {
 	return fmt.Errorf("a request to the virtual-time session took more than %s of real time (a 10 s flood takes under a second): the code is very slow, or something in it never blocks", budget)
 }
 
-// virtual reports whether this grading floods the fake GPU in virtual time.
-// Task 6 given a Redis (--redis URL) is judged by it on the wall clock.
-func (g *grading) virtual() bool {
-	return floodsVirtual(g.task, g.opts)
-}
-
 // floodsVirtual reports whether grading task with opts floods in virtual
 // time.
 func floodsVirtual(task Task, opts Options) bool {
@@ -147,10 +141,10 @@ type sessionBuild struct {
 
 // prebuild starts building the session binary in the background, so that
 // it compiles while the unit stage runs: a grading in virtual time needs
-// both, and each takes seconds. Nothing waits for a build nobody uses but
+// both, and each takes seconds (virtualRunner.prebuild). Nothing waits for a build nobody uses but
 // the end of the grading (g.closeSession), which stops it.
 func (g *grading) prebuild(ctx context.Context) {
-	if g.virtual() && !g.opts.UnitOnly && g.prebuilt == nil {
+	if !g.opts.UnitOnly && g.prebuilt == nil {
 		g.logf("  building the virtual-time session, beside the unit tests ...")
 		g.prebuilt = g.buildSession(ctx)
 	}

@@ -67,6 +67,10 @@ type Sim struct {
 	// SampleEvery, if positive, records the line's length and the dead work
 	// so far at every multiple of it, until the last request is done.
 	SampleEvery time.Duration
+	// Overload, if set, adds the overload refinements of task 9: the
+	// line's order, a queue timeout, client deadlines, a line bounded in
+	// time, priority and a per-client cap (see Overload).
+	Overload *Overload
 }
 
 // SimClient is one open-loop sender: Rate requests per second for Duration,
@@ -77,6 +81,9 @@ type SimClient struct {
 	Duration time.Duration // how long it sends
 	Timeout  time.Duration // each attempt's timeout
 	Retry    Retry         // what it does after a 429, a 503 or a timeout
+	// Batch marks a client whose requests wait behind every interactive
+	// one; it changes nothing unless Overload.Priority is on.
+	Batch bool
 }
 
 // Retry is a client's retry policy. The zero value never retries.
@@ -113,6 +120,9 @@ type SimRequest struct {
 	Outcome  SimOutcome    // the outcome of its last attempt
 	Latency  time.Duration // from Sent to the last answer, or to the last timeout
 	Attempts int
+	// Waited is how long the last attempt that got a slot waited in line
+	// for it: its queue delay.
+	Waited time.Duration
 }
 
 // SimStats are the server's counts, named as results.ServerStats.
@@ -124,6 +134,13 @@ type SimStats struct {
 	Expired    int // 503 at the front of the line: waited past the deadline
 	Limited    int // 429
 	MaxWaiting int // the longest the line was
+	// QueueTimedOut counts 503s of Overload's queue timeout, and
+	// InFlightLimited its per-client cap's 429s (also in Limited).
+	QueueTimedOut, InFlightLimited int
+	// MaxClientInFlight is the most requests one client (by name) had in
+	// the server at once, in line or in a slot: counted only while
+	// Overload's per-client cap is on, 0 otherwise.
+	MaxClientInFlight int
 }
 
 // SimSample is the server at one instant.
@@ -206,6 +223,9 @@ func (s Sim) Validate() error {
 		(s.BucketRate > 0 && !(s.BucketBurst >= 1 && !math.IsInf(s.BucketBurst, 0))) {
 		errs = append(errs, fmt.Errorf("bucket rate %v, burst %v: want rate 0 (off), or a positive rate and a burst of at least 1", s.BucketRate, s.BucketBurst))
 	}
+	if err := s.Overload.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if len(s.Clients) == 0 {
 		errs = append(errs, errors.New("no clients"))
 	}
@@ -236,7 +256,7 @@ func (s Sim) Run() (*SimResult, error) {
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("model: sim: %w", err)
 	}
-	r := &run{sim: s, res: &SimResult{}, free: s.Slots, buckets: map[string]*bucket{}}
+	r := &run{sim: s, res: &SimResult{}, free: s.Slots, buckets: map[string]*bucket{}, lines: lines{inFlight: map[string]int{}}}
 	r.total = make([]int, len(s.Clients))
 	r.rng = make([]*rand.Rand, len(s.Clients))
 	r.next = make([]event, len(s.Clients))
@@ -261,6 +281,8 @@ func (s Sim) Run() (*SimResult, error) {
 		switch e.kind {
 		case evTimeout:
 			r.timeout(e.att)
+		case evExpire:
+			r.expire(e.att)
 		case evFinish:
 			r.finish(e.att)
 		case evArrive:
@@ -281,6 +303,7 @@ func (s Sim) Run() (*SimResult, error) {
 // Event kinds, in the order they are handled at one instant.
 const (
 	evTimeout = iota
+	evExpire  // Overload's queue timeout
 	evFinish
 	evArrive
 )
@@ -325,7 +348,8 @@ type attempt struct {
 	n        int           // attempts before this one
 	answered bool          // the client has its answer, or gave up
 	inLine   bool
-	left     bool // left the line (its client gave up and the server noticed)
+	left     bool          // left the line (its client gave up and the server noticed, or it timed out in line)
+	arrived  time.Duration // when it joined the line
 }
 
 type bucket struct {
@@ -340,12 +364,14 @@ type run struct {
 	events  events
 	seq     uint64
 	now     time.Duration
-	free    int        // idle slots
-	line    []*attempt // FIFO; entries that left are skipped
-	waiting int        // len(line) minus those that left
-	buckets map[string]*bucket
-	total   []int        // requests per client
-	rng     []*rand.Rand // each client's jitter
+	free    int   // idle slots
+	lines   lines // the waiting requests
+	waiting int   // in every line, not counting those that left
+	// slotEnds holds when each busy slot's work ends, for the time bound.
+	slotEnds []time.Duration
+	buckets  map[string]*bucket
+	total    []int        // requests per client
+	rng      []*rand.Rand // each client's jitter
 	// next holds each client's next first attempt (att nil once it has sent
 	// them all). First attempts, most of the events under overload, wait
 	// here instead of in the heap.
@@ -427,15 +453,16 @@ func (r *run) arrive(a *attempt) {
 		}
 		b.tokens--
 	}
-	if r.sim.MaxWaiting > 0 && r.waiting >= r.sim.MaxWaiting {
+	if r.sim.MaxWaiting > 0 && r.waiting >= r.sim.MaxWaiting && !r.shedBatchFor(a) {
 		st.Shed++
 		r.answer(a, SimShed, r.drain())
 		return
 	}
+	if !r.admitOverload(a) {
+		return
+	}
 	r.push(a.sent+ties.GiveUp(c.Timeout), evTimeout, a)
-	a.inLine = true
-	r.line = append(r.line, a)
-	r.waiting++
+	r.enqueue(a)
 	r.dispatch()
 	// Counted after dispatch: a request that finds a free slot takes it
 	// without ever waiting, as the server counts it.
@@ -444,32 +471,31 @@ func (r *run) arrive(a *attempt) {
 
 // dispatch hands idle slots to the head of the line.
 func (r *run) dispatch() {
-	for r.free > 0 && len(r.line) > 0 {
-		a := r.line[0]
-		r.line = r.line[1:]
-		if a.left {
-			continue
+	for r.free > 0 {
+		a := r.serveNext()
+		if a == nil {
+			break
 		}
-		a.inLine = false
-		r.waiting--
-		if d := r.sim.Deadline; d > 0 && r.now-a.sent > d {
+		if d := r.sim.Deadline; d > 0 && r.now-a.sent > d || r.refuseAtFront(a) {
 			r.res.Stats.Expired++
+			r.gone(a)
 			if !a.answered {
 				r.answer(a, SimShed, r.drain())
 			}
 			continue
 		}
 		r.free--
+		r.res.Requests[a.req].Waited = r.now - a.arrived
+		r.slotEnds = append(r.slotEnds, r.now+r.sim.Work)
 		r.push(r.now+r.sim.Work, evFinish, a)
-	}
-	if len(r.line) == 0 {
-		r.line = nil // let the backing array go
 	}
 }
 
 // finish handles a slot's work ending.
 func (r *run) finish(a *attempt) {
 	r.free++
+	r.endSlot()
+	r.gone(a)
 	r.res.Stats.Finished++
 	if a.answered {
 		r.res.Stats.Dead++
@@ -485,8 +511,7 @@ func (r *run) timeout(a *attempt) {
 		return
 	}
 	if a.inLine && r.sim.DropAbandoned {
-		a.left, a.inLine = true, false
-		r.waiting--
+		r.leave(a)
 	}
 	r.answer(a, SimTimeout, 0)
 }

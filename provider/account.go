@@ -25,7 +25,8 @@ type account struct {
 	cacheTTL, cacheTTL1h      time.Duration
 	spendLimit                int
 	baseLatency, tokenLatency time.Duration
-	batches                   []*batch // in order of creation
+	batches                   []*batch    // in order of creation
+	faults                    *faultState // nil without a fault plan
 }
 
 func (s *Server) account(key string) *account {

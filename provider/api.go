@@ -25,6 +25,8 @@
 //	POST /v1/messages               create a message
 //	POST /v1/messages/count_tokens  {"input_tokens": N}, exact for this fake
 //	GET  /stats                     what every API key did (Stats)
+//	PUT  /faults?key=K              fail some of K's requests on purpose
+//	                                (a results.APIFaultPlan; the lab's own)
 //
 // Create it with New; serve it with Listen or any http.Server.
 package provider

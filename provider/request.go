@@ -50,26 +50,28 @@ const (
 	maxMemoBody   = 64 << 10
 )
 
-// read reads and checks the body of r, remembering what it parsed. On a
-// bad request it returns a status (400 or 413) and the message to send.
-func (m *paramsMemo) read(w http.ResponseWriter, r *http.Request, needMaxTokens bool) (parsed, int, string) {
+// read reads and checks the body of r, remembering what it parsed, and
+// returns the body's hash too: a retry sends the same body again. On a bad
+// request it returns a status (400 or 413) and the message to send.
+func (m *paramsMemo) read(w http.ResponseWriter, r *http.Request, needMaxTokens bool) (parsed, paramsID, int, string) {
 	body, status, msg := readBody(w, r)
 	if status != 0 {
-		return parsed{}, status, msg
-	}
-	if len(body) > maxMemoBody {
-		return parseRequest(body, needMaxTokens)
+		return parsed{}, paramsID{}, status, msg
 	}
 	id := paramsID{[2]uint64{maphash.Bytes(m.seeds[0], body), maphash.Bytes(m.seeds[1], body)}, needMaxTokens}
+	if len(body) > maxMemoBody {
+		req, status, msg := parseRequest(body, needMaxTokens)
+		return req, id, status, msg
+	}
 	m.mu.Lock()
 	req, ok := m.byID[id]
 	m.mu.Unlock()
 	if ok {
-		return req, 0, ""
+		return req, id, 0, ""
 	}
 	req, status, msg = parseRequest(body, needMaxTokens)
 	if status != 0 {
-		return parsed{}, status, msg
+		return parsed{}, id, status, msg
 	}
 	m.mu.Lock()
 	if m.byID == nil || len(m.byID) >= maxMemoParams {
@@ -77,7 +79,7 @@ func (m *paramsMemo) read(w http.ResponseWriter, r *http.Request, needMaxTokens 
 	}
 	m.byID[id] = req
 	m.mu.Unlock()
-	return req, 0, ""
+	return req, id, 0, ""
 }
 
 // parseRequest parses and checks a body and works out what admitting it

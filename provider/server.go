@@ -61,6 +61,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/messages/batches/{id}/cancel", s.handleBatchCancel)
 	s.mux.HandleFunc("GET /v1/messages/batches/{id}/results", s.handleBatchResults)
 	s.mux.HandleFunc("GET /stats", s.handleStats)
+	s.mux.HandleFunc("PUT /faults", s.handleFaults)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, ErrorNotFound, fmt.Sprintf("%s %s: no such endpoint", r.Method, r.URL.Path), "")
 	})
@@ -105,6 +106,7 @@ func (s *Server) Stats() Stats {
 func (s *Server) keyStats(a *account, now time.Time) results.APIKeyStats {
 	a.mu.Lock()
 	k := a.stats
+	k.Faults = k.Faults.Clone()
 	a.batchStats(&k, now)
 	a.mu.Unlock()
 	p := s.cfg.Prices
@@ -174,7 +176,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	a.stats.Requests++
 	a.mu.Unlock()
 
-	req, status, msg := s.parsed.read(w, r, true)
+	req, id, status, msg := s.parsed.read(w, r, true)
 	p := req.p
 	if status != 0 {
 		a.mu.Lock()
@@ -190,6 +192,17 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 
 	now := time.Now()
+	a.mu.Lock()
+	kind, after, faulty := a.fault(now, id)
+	if faulty && kind != results.FaultTimeout {
+		a.setHeaders(w.Header(), now)
+	}
+	a.mu.Unlock()
+	if faulty {
+		s.serveFault(w, r, a, kind, after)
+		return
+	}
+
 	if s.overloaded(now) {
 		a.mu.Lock()
 		a.stats.Overloaded++
@@ -277,7 +290,7 @@ func (s *Server) handleCountTokens(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	a.stats.CountTokensCalls++
 	a.mu.Unlock()
-	req, status, msg := s.parsed.read(w, r, false)
+	req, _, status, msg := s.parsed.read(w, r, false)
 	if status != 0 {
 		typ := ErrorInvalidRequest
 		if status == http.StatusRequestEntityTooLarge {

@@ -1,10 +1,7 @@
 package reports
 
 import (
-	"bytes"
-	"crypto/sha256"
 	"encoding/csv"
-	"encoding/hex"
 	"errors"
 	"io"
 	"io/fs"
@@ -15,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"ratelab/results"
 )
@@ -29,15 +27,34 @@ type Cohort struct {
 	Verified bool
 }
 
-// CohortDoc is one document of a cohort.
+// CohortDoc is one document of a cohort, as much of it as the comparison
+// reads: its verdict here, its checks, floods and storms summarised in
+// unexported fields. A cohort of 10,000 documents keeps these, never the
+// documents themselves.
 type CohortDoc struct {
 	Path   string // as found: an argument, or an argument joined with the path under it
 	SHA256 string // of the file's bytes, in hex
-	Doc    *results.Document
 	// Signature is SigSigned or SigUnsigned when the cohort was verified,
 	// else SigNotChecked. Forged documents are never counted: they are in
 	// Skipped.
 	Signature string
+
+	// The document's own fields of the same names.
+	Task, Impl      string
+	Status          results.Status
+	Score, MaxScore float64
+	Finished        time.Time
+	// Interrupted is true for a run stopped by SIGINT or SIGTERM: its
+	// status is interrupted, it has no score, and it is counted as neither
+	// a pass nor a fail.
+	Interrupted bool
+
+	frozenSHA256 string // Integrity.FrozenSHA256
+	edited       bool   // its frozen files were edited or did not match the manifest
+	checks       []cohortCheck
+	tasks        []taskScore // per task with checks, in task order
+	runs         []cohortRun
+	storms       []cohortStorm
 }
 
 // Skipped is a file a cohort did not count, and why.
@@ -56,88 +73,6 @@ const (
 	SigForged     = "forged"      // a signature that does not match: edited, or signed with another key
 	SigNotChecked = "not checked" // no key was given to check with
 )
-
-// LoadCohort reads every results document args name: a file given directly
-// (any name), or every file named results.json under a folder, found
-// recursively. Paths are read in lexical order. Nothing that is wrong with a
-// file stops it or is counted silently: a file it cannot read, malformed or
-// truncated JSON, a document of another schema, or a file whose bytes are
-// the same as one already read is listed in Skipped with the reason. It
-// fails only when args is empty.
-//
-// When $RATELAB_SIGNING_KEY (results.SigningKeyEnv) is set and not empty,
-// every document's signature is checked against it (results.Verify): a
-// document is marked signed or unsigned, and a forged one is skipped with
-// the reason, never counted. Without the key every document is "not
-// checked".
-func LoadCohort(args []string) (*Cohort, error) {
-	var key []byte
-	if k := os.Getenv(results.SigningKeyEnv); k != "" {
-		key = []byte(k)
-	}
-	return loadCohort(args, key)
-}
-
-// loadCohort is LoadCohort with the signing key given; nil checks no
-// signature.
-func loadCohort(args []string, key []byte) (*Cohort, error) {
-	if len(args) == 0 {
-		return nil, errors.New("reports: cohort: no files or folders given")
-	}
-	c := &Cohort{Verified: key != nil}
-	seen := map[string]string{} // sha256 → first path
-	for _, arg := range args {
-		paths, skipped := findResults(arg)
-		c.Skipped = append(c.Skipped, skipped...)
-		for _, p := range paths {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: "cannot read: " + unwrapPath(err)})
-				continue
-			}
-			sum := sha256.Sum256(b)
-			hash := hex.EncodeToString(sum[:])
-			if first, ok := seen[hash]; ok {
-				c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: "duplicate: the same bytes as " + first})
-				continue
-			}
-			doc, err := results.Decode(bytes.NewReader(b))
-			if err != nil {
-				c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: err.Error()})
-				continue
-			}
-			seen[hash] = p
-			if doc.Practice {
-				// Shorter floods, bounds scaled to them: not comparable
-				// with graded runs, and not the learner's score.
-				c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: "practice run (grade --quick): shortened floods, not a graded result"})
-				continue
-			}
-			sig := SigNotChecked
-			if key != nil {
-				switch err := results.Verify(doc, key); {
-				case err == nil:
-					sig = SigSigned
-				case errors.Is(err, results.ErrUnsigned):
-					sig = SigUnsigned
-				case errors.Is(err, results.ErrForged):
-					c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: "forged: " + err.Error(), Signature: SigForged})
-					continue
-				default:
-					c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: "signature could not be checked: " + err.Error()})
-					continue
-				}
-			}
-			if err := doc.Consistent(); err != nil {
-				// Its verdict cannot be trusted either way: counted nowhere.
-				c.Skipped = append(c.Skipped, Skipped{Path: p, Reason: err.Error(), Signature: sig})
-				continue
-			}
-			c.Docs = append(c.Docs, CohortDoc{Path: p, SHA256: hash, Doc: doc, Signature: sig})
-		}
-	}
-	return c, nil
-}
 
 // signatureCount counts the cohort's files by signature verdict, forged
 // ones among the skipped included.
@@ -216,15 +151,17 @@ var (
 func (c *Cohort) WriteChecksCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	cw.Write(checksColumns)
-	for _, d := range c.Docs {
-		doc := d.Doc
-		head := []string{d.Path, d.SHA256[:12], d.Signature, doc.Task, doc.Impl, string(doc.Status), fnum(doc.Score), fnum(doc.MaxScore), timeOrEmpty(doc)}
-		if len(doc.Checks) == 0 {
-			cw.Write(append(head, make([]string, len(checksColumns)-len(head))...))
+	row := make([]string, 0, len(checksColumns))
+	for i := range c.Docs {
+		d := &c.Docs[i]
+		row = append(row[:0], d.Path, d.SHA256[:12], d.Signature, d.Task, d.Impl, string(d.Status), d.scoreText(), fnum(d.MaxScore), d.finishedText())
+		head := len(row)
+		if len(d.checks) == 0 {
+			cw.Write(append(row, make([]string, len(checksColumns)-head)...))
 		}
-		for _, ch := range doc.Checks {
-			cw.Write(append(slices.Clone(head), ch.Task, ch.Name, string(ch.Status), fnum(ch.Score), fnum(ch.MaxScore), ch.Run,
-				kv(ch.Measured), kv(ch.Expected), ch.Message))
+		for _, ch := range d.checks {
+			cw.Write(append(row[:head], ch.task, ch.name, string(ch.status), fnum(ch.score), fnum(ch.maxScore), ch.run,
+				ch.measured, ch.expected, ch.message))
 		}
 	}
 	cw.Flush()
@@ -236,43 +173,28 @@ func (c *Cohort) WriteChecksCSV(w io.Writer) error {
 func (c *Cohort) WriteRunsCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	cw.Write(runsColumns)
-	for _, d := range c.Docs {
-		doc := d.Doc
-		s := newSite(doc)
-		taskOf := map[*results.Run]string{}
-		for id, runs := range s.runs {
-			for _, r := range runs {
-				taskOf[r] = id
-			}
-		}
-		head := []string{d.Path, d.SHA256[:12], d.Signature, doc.Task, doc.Impl}
-		for _, r := range doc.Runs {
-			if r == nil {
-				continue
-			}
+	row := make([]string, 0, len(runsColumns))
+	for i := range c.Docs {
+		d := &c.Docs[i]
+		row = append(row[:0], d.Path, d.SHA256[:12], d.Signature, d.Task, d.Impl)
+		head := len(row)
+		for _, r := range d.runs {
 			drained := ""
-			if r.DrainedS >= 0 {
-				drained = fnum(r.DrainedS)
+			if r.drainedS >= 0 {
+				drained = fnum(r.drainedS)
 			}
-			cw.Write(append(slices.Clone(head), taskOf[r], "flood", r.Name, describeServer(r.Server),
-				fnum(r.OfferedRPS), fnum(r.DurationS), fnum(r.TimeoutS), inum(r.Issued), inum(r.OK), fnum(r.GoodputRPS),
-				fnum(r.P50MS), fnum(r.P99MS), fnum(r.MaxMS),
-				inum(r.Counts[results.OutcomeTooMany]), inum(r.Counts[results.OutcomeUnavailable]), inum(r.Counts[results.OutcomeTimeout]), inum(r.Counts[results.OutcomeOther]),
-				optNum(r.Predicted, "ok"), optNum(r.Predicted, "p99_ms"), inum(r.ServerAfterFlood.Waiting), inum(r.ServerFinal.Dead), drained,
-				strconv.FormatBool(r.Reliable), "", "", "", ""))
+			cw.Write(append(row[:head], r.task, "flood", r.name, r.server,
+				fnum(r.offeredRPS), fnum(r.durationS), fnum(r.timeoutS), inum(r.issued), inum(r.ok), fnum(r.goodputRPS),
+				fnum(r.p50MS), fnum(r.p99MS), fnum(r.maxMS),
+				inum(r.n429), inum(r.n503), inum(r.nTimeout), inum(r.nOther),
+				fnum(r.predictedOK), fnum(r.predictedP99MS), inum(r.stillWaiting), inum(r.dead), drained,
+				strconv.FormatBool(r.reliable), "", "", "", ""))
 		}
-		for _, st := range doc.Storms {
-			if st == nil {
-				continue
-			}
-			task := doc.Task
-			if _, ok := taskNumber(task); !ok {
-				task = ""
-			}
-			cw.Write(append(slices.Clone(head), task, orDefault(st.Kind, "storm"), st.Name, describeServer(st.Server),
-				optFloat(st.OfferedRPS), optFloat(st.DurationS), "", strconv.Itoa(st.Clients), "", "",
+		for _, st := range d.storms {
+			cw.Write(append(row[:head], st.task, st.kind, st.name, st.server,
+				optFloat(st.offeredRPS), optFloat(st.durationS), "", strconv.Itoa(st.clients), "", "",
 				"", "", "", "", "", "", "", "", "", "", "", "", "",
-				inum(st.Attempts), inum(st.Succeeded), inum(st.Failed), fnum(st.LastDoneS)))
+				inum(st.attempts), inum(st.succeeded), inum(st.failed), fnum(st.lastDoneS)))
 		}
 	}
 	cw.Flush()
@@ -300,13 +222,6 @@ func fnum(v float64) string {
 
 func inum(v int64) string { return strconv.FormatInt(v, 10) }
 
-func optNum(m map[string]float64, key string) string {
-	if v, ok := m[key]; ok {
-		return fnum(v)
-	}
-	return ""
-}
-
 func optFloat(v float64) string {
 	if v == 0 {
 		return ""
@@ -326,13 +241,6 @@ func kv(m map[string]float64) string {
 		parts[i] = k + "=" + fnum(m[k])
 	}
 	return strings.Join(parts, "; ")
-}
-
-func timeOrEmpty(doc *results.Document) string {
-	if doc.Finished.IsZero() {
-		return ""
-	}
-	return doc.Finished.UTC().Format("2006-01-02T15:04:05Z")
 }
 
 // Statistics for the cohort page.

@@ -1,10 +1,13 @@
 package reports
 
 import (
-	"bytes"
+	"bufio"
 	"fmt"
 	"html/template"
+	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -33,9 +36,24 @@ func WriteCohort(dir string, c *Cohort) error {
 	if err != nil {
 		return err
 	}
-	return writeFiles(dir, files)
+	if err := writeFiles(dir, files); err != nil {
+		return err
+	}
+	// The CSV files hold a row per document and check: written as they
+	// are made, never whole in memory.
+	for _, f := range []struct {
+		name  string
+		write func(io.Writer) error
+	}{{cohortChecksCSV, c.WriteChecksCSV}, {cohortRunsCSV, c.WriteRunsCSV}, {cohortSkippedCSV, c.WriteSkippedCSV}} {
+		if err := writeStreamAtomic(filepath.Join(dir, f.name), f.write); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
+// renderCohort makes c's page and the files it needs beside it, the CSV
+// files aside.
 func renderCohort(c *Cohort) (map[string][]byte, error) {
 	if c == nil {
 		return nil, fmt.Errorf("reports: no cohort")
@@ -44,23 +62,42 @@ func renderCohort(c *Cohort) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	for name, write := range map[string]func(*bytes.Buffer) error{
-		cohortChecksCSV:  func(b *bytes.Buffer) error { return c.WriteChecksCSV(b) },
-		cohortRunsCSV:    func(b *bytes.Buffer) error { return c.WriteRunsCSV(b) },
-		cohortSkippedCSV: func(b *bytes.Buffer) error { return c.WriteSkippedCSV(b) },
-	} {
-		var b bytes.Buffer
-		if err := write(&b); err != nil {
-			return nil, fmt.Errorf("reports: %s: %w", name, err)
-		}
-		files[name] = b.Bytes()
-	}
 	page, err := renderPage(cohortPage(c))
 	if err != nil {
 		return nil, fmt.Errorf("reports: cohort page: %w", err)
 	}
 	files["index.html"] = page
 	return files, nil
+}
+
+// writeStreamAtomic writes what write writes to path, through a temporary
+// file in the same folder renamed over it, as writeFileAtomic does.
+func writeStreamAtomic(path string, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".report-*")
+	if err != nil {
+		return fmt.Errorf("reports: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // a no-op after the rename
+	w := bufio.NewWriterSize(f, 1<<16)
+	if err := write(w); err != nil {
+		f.Close()
+		return fmt.Errorf("reports: write %s: %w", path, err)
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("reports: write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("reports: write %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		return fmt.Errorf("reports: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("reports: %w", err)
+	}
+	return nil
 }
 
 func cohortPage(c *Cohort) pageData {
@@ -169,13 +206,13 @@ func scoreBlocks(c *Cohort) []block {
 	var pct []float64
 	full := 0
 	for _, d := range c.Docs {
-		if d.Doc.MaxScore <= 0 || d.Doc.Interrupted {
+		if d.MaxScore <= 0 || d.Interrupted {
 			continue // an interrupted run has no score to place
 		}
-		v := 100 * d.Doc.Score / d.Doc.MaxScore
+		v := 100 * d.Score / d.MaxScore
 		pct = append(pct, v)
 		counts[min(int(math.Floor(v/10+1e-9)), 10)]++
-		if d.Doc.Status == results.StatusPass {
+		if d.Status == results.StatusPass {
 			full++
 		}
 	}
@@ -203,23 +240,17 @@ func scoreBlocks(c *Cohort) []block {
 	byTask := map[string]*agg{}
 	var order []string
 	for _, d := range c.Docs {
-		s := newSite(d.Doc)
-		for _, id := range s.tasks {
-			checks := s.checks(id)
-			if len(checks) == 0 {
-				continue
-			}
-			v := taskVerdict(checks)
-			a := byTask[id]
+		for _, v := range d.tasks {
+			a := byTask[v.task]
 			if a == nil {
 				a = &agg{}
-				byTask[id] = a
-				order = append(order, id)
+				byTask[v.task] = a
+				order = append(order, v.task)
 			}
-			if v.Max > 0 {
-				a.scores = append(a.scores, 100*v.Score/v.Max)
+			if v.max > 0 {
+				a.scores = append(a.scores, 100*v.score/v.max)
 			}
-			if v.Status == results.StatusPass {
+			if v.status == results.StatusPass {
 				a.passed++
 			}
 		}
@@ -263,15 +294,15 @@ func checkBlocks(c *Cohort) []block {
 	stats := map[[2]string]*checkStat{}
 	var order []*checkStat
 	for _, d := range c.Docs {
-		for _, ch := range d.Doc.Checks {
-			k := [2]string{ch.Task, ch.Name}
+		for _, ch := range d.checks {
+			k := [2]string{ch.task, ch.name}
 			s := stats[k]
 			if s == nil {
-				s = &checkStat{task: ch.Task, name: ch.Name, n: map[results.Status]int{}}
+				s = &checkStat{task: ch.task, name: ch.name, n: map[results.Status]int{}}
 				stats[k] = s
 				order = append(order, s)
 			}
-			s.n[ch.Status]++
+			s.n[ch.status]++
 			s.total++
 		}
 	}
@@ -335,30 +366,26 @@ var statusColor = map[results.Status]string{
 type metric struct {
 	id, title, unit string
 	log             bool // draw on a log scale
-	floods          func(r *results.Run) (value, model float64, ok bool)
-	storms          func(s *results.Storm) (float64, bool)
+	floods          func(r *cohortRun) (value, model float64, ok bool)
+	storms          func(s *cohortStorm) (float64, bool)
 }
 
 var cohortMetrics = []metric{
-	{id: "goodput", title: "Goodput", unit: "successes/s", floods: func(r *results.Run) (float64, float64, bool) {
+	{id: "goodput", title: "Goodput", unit: "successes/s", floods: func(r *cohortRun) (float64, float64, bool) {
 		m := math.NaN()
-		if ok, has := r.Predicted["ok"]; has && r.DurationS > 0 {
-			m = ok / r.DurationS
+		if r.durationS > 0 {
+			m = r.predictedOK / r.durationS // NaN without a prediction
 		}
-		return r.GoodputRPS, m, r.Issued > 0
+		return r.goodputRPS, m, r.issued > 0
 	}},
-	{id: "p99", title: "p99 latency of successes", unit: "ms", log: true, floods: func(r *results.Run) (float64, float64, bool) {
-		m := math.NaN()
-		if v, has := r.Predicted["p99_ms"]; has {
-			m = v
-		}
-		return r.P99MS, m, r.OK > 0
+	{id: "p99", title: "p99 latency of successes", unit: "ms", log: true, floods: func(r *cohortRun) (float64, float64, bool) {
+		return r.p99MS, r.predictedP99MS, r.ok > 0
 	}},
-	{id: "storm_time", title: "Storm time", unit: "s until the last call ended", storms: func(s *results.Storm) (float64, bool) {
-		return s.LastDoneS, s.Clients > 0
+	{id: "storm_time", title: "Storm time", unit: "s until the last call ended", storms: func(s *cohortStorm) (float64, bool) {
+		return s.lastDoneS, s.clients > 0
 	}},
-	{id: "attempts", title: "Attempts", unit: "attempts sent, retries included", storms: func(s *results.Storm) (float64, bool) {
-		return float64(s.Attempts), s.Clients > 0
+	{id: "attempts", title: "Attempts", unit: "attempts sent, retries included", storms: func(s *cohortStorm) (float64, bool) {
+		return float64(s.attempts), s.clients > 0
 	}},
 }
 
@@ -389,22 +416,18 @@ func measurementBlocks(c *Cohort) []block {
 		}
 		for _, d := range c.Docs {
 			if m.floods != nil {
-				for _, r := range d.Doc.Runs {
-					if r == nil {
-						continue
-					}
+				for i := range d.runs {
+					r := &d.runs[i]
 					if v, model, ok := m.floods(r); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
-						add(r.Name, d.Path, v, model)
+						add(r.name, d.Path, v, model)
 					}
 				}
 			}
 			if m.storms != nil {
-				for _, s := range d.Doc.Storms {
-					if s == nil {
-						continue
-					}
+				for i := range d.storms {
+					s := &d.storms[i]
 					if v, ok := m.storms(s); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
-						add(s.Name, d.Path, v, math.NaN())
+						add(s.name, d.Path, v, math.NaN())
 					}
 				}
 			}
@@ -487,8 +510,8 @@ func shortUnit(u string) string {
 func documentsBlock(c *Cohort) block {
 	t := &table{Class: "docs", Head: []string{"file", "task", "impl", "", "points", "finished", "sha256", "signature"}}
 	for _, d := range c.Docs {
-		t.Rows = append(t.Rows, []cell{{Text: d.Path, Class: "name"}, textCell(d.Doc.Task), textCell(d.Doc.Impl), statusCell(d.Doc.Status),
-			numCell(points(d.Doc.Score, d.Doc.MaxScore)), textCell(timeOrEmpty(d.Doc)), {Text: d.SHA256[:12], Class: "msg"}, signatureCell(d.Signature)})
+		t.Rows = append(t.Rows, []cell{{Text: d.Path, Class: "name"}, textCell(d.Task), textCell(d.Impl), statusCell(d.Status),
+			numCell(d.pointsText()), textCell(d.finishedText()), {Text: d.SHA256[:12], Class: "msg"}, signatureCell(d.Signature)})
 	}
 	return block{ID: "docs", Heading: fmt.Sprintf("Documents (%d)", len(c.Docs)), Table: t}
 }
@@ -500,8 +523,8 @@ func documentsBlock(c *Cohort) block {
 func frozenWarnings(c *Cohort) []string {
 	count := map[string]int{}
 	for _, d := range c.Docs {
-		if in := d.Doc.Integrity; in != nil && in.FrozenSHA256 != "" {
-			count[in.FrozenSHA256]++
+		if d.frozenSHA256 != "" {
+			count[d.frozenSHA256]++
 		}
 	}
 	common, most := "", 0
@@ -512,14 +535,10 @@ func frozenWarnings(c *Cohort) []string {
 	}
 	var odd, edited []string
 	for _, d := range c.Docs {
-		in := d.Doc.Integrity
-		if in == nil {
-			continue
-		}
-		if in.FrozenSHA256 != "" && in.FrozenSHA256 != common {
+		if d.frozenSHA256 != "" && d.frozenSHA256 != common {
 			odd = append(odd, d.Path)
 		}
-		if len(in.Edited) > 0 || len(in.Mismatched) > 0 {
+		if d.edited {
 			edited = append(edited, d.Path)
 		}
 	}

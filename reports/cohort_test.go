@@ -103,7 +103,7 @@ func TestCohortCSVRows(t *testing.T) {
 	assert.Equal(t, checksColumns, rows[0])
 	checks := 0
 	for _, d := range c.Docs {
-		checks += len(d.Doc.Checks)
+		checks += len(d.checks)
 	}
 	assert.Len(t, rows, 1+checks, "one row per document and check, skipped files in none")
 	for _, r := range rows[1:] {
@@ -124,6 +124,23 @@ func TestCohortCSVRows(t *testing.T) {
 		assert.Equal(t, SigNotChecked, r[slices.Index(runsColumns, "signature")], "no key, no verdict")
 	}
 	assert.Equal(t, 8, storms, "two storms in each of four documents")
+}
+
+// writeTestCohort writes c's report into a new folder and returns its
+// files by name.
+func writeTestCohort(t *testing.T, c *Cohort) map[string][]byte {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, WriteCohort(dir, c))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	files := map[string][]byte{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		files[e.Name()] = b
+	}
+	return files
 }
 
 // writeDoc writes doc as dir/name/results.json.
@@ -177,8 +194,7 @@ func TestCohortSignatures(t *testing.T) {
 	}
 
 	// The CSV files: a signature column, forged files only in skipped.csv.
-	files, err := renderCohort(c)
-	require.NoError(t, err)
+	files := writeTestCohort(t, c)
 	checks, err := csv.NewReader(bytes.NewReader(files["checks.csv"])).ReadAll()
 	require.NoError(t, err)
 	col := slices.Index(checks[0], "signature")
@@ -296,8 +312,7 @@ func TestWriteCohort(t *testing.T) {
 
 	// No documents: the page says so and lists what was skipped.
 	c := &Cohort{Skipped: []Skipped{{Path: "x/results.json", Reason: "empty file"}}}
-	files, err := renderCohort(c)
-	require.NoError(t, err)
+	files := writeTestCohort(t, c)
 	assert.Contains(t, string(files["index.html"]), "No document could be read")
 	assert.True(t, strings.Contains(string(files["skipped.csv"]), "x/results.json,empty file"))
 }
@@ -350,4 +365,50 @@ func TestCohortFrozenFilesDiffer(t *testing.T) {
 	assert.Contains(t, w[0], "1 of 3 documents were graded with frozen files")
 	assert.Contains(t, w[0], filepath.Join(dir, "carol", "results.json"))
 	assert.Contains(t, w[1], "not valid")
+}
+
+// An interrupted document (SIGINT or SIGTERM) counts as interrupted: not in
+// the scores, not as a fail, its finished checks kept as they are.
+func TestCohortInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	writeDoc(t, dir, "alice", readTestDoc(t, "alice"))
+	stopped := readTestDoc(t, "bob")
+	stopped.Checks = stopped.Checks[:3]
+	stopped.Interrupted = true
+	stopped.Total()
+	writeDoc(t, dir, "stopped", stopped)
+	t.Setenv(results.SigningKeyEnv, "")
+	c, err := LoadCohort([]string{dir})
+	require.NoError(t, err)
+	require.Len(t, c.Docs, 2, "skipped: %v", c.Skipped)
+	d := c.Docs[1]
+	assert.Equal(t, results.StatusInterrupted, d.Status)
+	assert.Empty(t, d.tasks, "no task score for a stopped run")
+	assert.Len(t, d.checks, 3, "its finished checks are kept")
+	for _, b := range cohortPage(c).Blocks {
+		switch b.ID {
+		case "scores":
+			assert.Contains(t, b.Plot.Caption, "over 1 documents", "the interrupted run has no score to place")
+		case "docs":
+			require.Len(t, b.Table.Rows, 2)
+			assert.Equal(t, "INTERRUPTED", b.Table.Rows[1][3].Text)
+			assert.Contains(t, b.Table.Rows[1][4].Text, "–/")
+		case "tasks":
+			for _, row := range b.Table.Rows {
+				assert.Equal(t, "1", row[1].Text, "only alice counts in %v", row)
+			}
+		}
+	}
+	files := writeTestCohort(t, c)
+	rows, err := csv.NewReader(bytes.NewReader(files["checks.csv"])).ReadAll()
+	require.NoError(t, err)
+	status, score := slices.Index(rows[0], "doc_status"), slices.Index(rows[0], "doc_score")
+	for _, r := range rows[1:] {
+		if strings.Contains(r[0], "stopped") {
+			assert.Equal(t, "interrupted", r[status])
+			assert.Empty(t, r[score], "no score, not 0")
+		} else {
+			assert.NotEqual(t, "interrupted", r[status])
+		}
+	}
 }

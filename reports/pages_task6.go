@@ -40,7 +40,42 @@ func buildTask6(s *site, runs []*results.Run) []block {
 		blocks = append(blocks, block{ID: "t6_table", Heading: "Every worker's counts", Table: workersTable(withWorkers),
 			Text: "Each worker's own /stats at the end of each flood."})
 	}
+	if b, ok := clusterBlock(s.byTask["task6"]); ok {
+		blocks = append(blocks, b)
+	}
 	return blocks
+}
+
+// clusterBlock tabulates the scripts each primary of the Redis Cluster ran,
+// from their own INFO commandstats as the cluster checks measured them:
+// many clients over every slot, then one hot client.
+func clusterBlock(checks []results.Check) (block, bool) {
+	var spread, hot map[string]float64
+	for _, c := range checks {
+		switch {
+		case c.Measured["primary1_first_slot"] != 0 || c.Measured["primary1_last_slot"] != 0:
+			spread = c.Measured
+		case c.Measured["scripts_on_owner"] > 0:
+			hot = c.Measured
+		}
+	}
+	if spread == nil || hot == nil {
+		return block{}, false
+	}
+	t := &table{Class: "runs", Head: []string{"primary", "hash slots", "many clients: scripts", "share", "one hot client: scripts"}}
+	for i := 1; ; i++ {
+		p := fmt.Sprintf("primary%d_", i)
+		n, ok := spread[p+"scripts"]
+		if !ok {
+			break
+		}
+		t.Rows = append(t.Rows, []cell{{Text: strconv.Itoa(i), Class: "name"},
+			numCell(fmt.Sprintf("%.0f–%.0f", spread[p+"first_slot"], spread[p+"last_slot"])),
+			numCell(thousands(n)), numCell(fmt.Sprintf("%.0f%%", 100*spread[p+"share"])), numCell(thousands(hot[p+"scripts"]))})
+	}
+	return block{ID: "t6_cluster", Heading: "Scripts per primary of a Redis Cluster", Table: t,
+		Text: fmt.Sprintf("The same script on a cluster of three primaries, as each primary's INFO commandstats counted its scripts. "+
+			"Many clients' keys hash all over the slots, so the work spreads; the hot client's one key is in slot %.0f, so one primary ran every one of its scripts.", hot["hot_slot"])}, true
 }
 
 // sharedRun says whether r's workers took from one bucket in Redis, as the

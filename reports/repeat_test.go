@@ -58,7 +58,7 @@ func TestHTMLRepeatedStormsAndScenarios(t *testing.T) {
 
 // In a cohort an inconclusive check is counted as such, never as a pass.
 func TestCohortInconclusive(t *testing.T) {
-	c := &Cohort{Docs: []CohortDoc{{Path: "a", Doc: testDoc(t)}, {Path: "b", Doc: repeatDoc(t)}}}
+	c := &Cohort{Docs: []CohortDoc{newCohortDoc("a", "", SigNotChecked, testDoc(t)), newCohortDoc("b", "", SigNotChecked, repeatDoc(t))}}
 	blocks := checkBlocks(c)
 	require.Len(t, blocks, 1)
 	tab := blocks[0].Table

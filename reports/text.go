@@ -25,6 +25,31 @@ func runLabel(r *results.Run) string {
 // score. It returns the first write error.
 func Text(w io.Writer, doc *results.Document) error {
 	ew := &errWriter{w: w}
+	writeRuns(ew, doc)
+	fmt.Fprintf(ew, "\nchecks:\n")
+	// The status column is as wide as "error", or as the longest status
+	// shown (INCONCLUSIVE, after --repeat).
+	width := 5
+	for _, c := range doc.Checks {
+		width = max(width, len(c.Status))
+	}
+	indent := strings.Repeat(" ", 2+width+1+4+2)
+	for _, c := range doc.Checks {
+		fmt.Fprintf(ew, "  %-*s %4s  %s\n", width, strings.ToUpper(string(c.Status)), points(c.Score, c.MaxScore), c.Name)
+		if c.Message != "" {
+			fmt.Fprintf(ew, "%s%s\n", indent, c.Message)
+		}
+	}
+	for _, n := range doc.Notes {
+		fmt.Fprintf(ew, "note: %s\n", n)
+	}
+	writeScore(ew, doc)
+	return ew.err
+}
+
+// writeRuns writes doc's floods as a table, with the model's predictions
+// beside the measurements, and the runs' warnings.
+func writeRuns(ew *errWriter, doc *results.Document) {
 	if len(doc.Runs) > 0 {
 		fmt.Fprintf(ew, "\n")
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -43,23 +68,11 @@ func Text(w io.Writer, doc *results.Document) error {
 			}
 		}
 	}
-	fmt.Fprintf(ew, "\nchecks:\n")
-	// The status column is as wide as "error", or as the longest status
-	// shown (INCONCLUSIVE, after --repeat).
-	width := 5
-	for _, c := range doc.Checks {
-		width = max(width, len(c.Status))
-	}
-	indent := strings.Repeat(" ", 2+width+1+4+2)
-	for _, c := range doc.Checks {
-		fmt.Fprintf(ew, "  %-*s %4s  %s\n", width, strings.ToUpper(string(c.Status)), points(c.Score, c.MaxScore), c.Name)
-		if c.Message != "" {
-			fmt.Fprintf(ew, "%s%s\n", indent, c.Message)
-		}
-	}
-	for _, n := range doc.Notes {
-		fmt.Fprintf(ew, "note: %s\n", n)
-	}
+}
+
+// writeScore writes doc's last line: its status and score, or that it was
+// interrupted and has none.
+func writeScore(ew *errWriter, doc *results.Document) {
 	practice := ""
 	if doc.Practice {
 		practice = " (PRACTICE RUN, --quick: not the graded score)"
@@ -67,10 +80,9 @@ func Text(w io.Writer, doc *results.Document) error {
 	if doc.Interrupted {
 		// No score: part of a grading is no verdict.
 		fmt.Fprintf(ew, "\n%s %s: INTERRUPTED, no score (%d of %d checks judged before it stopped; grade again for a score)%s\n", doc.Task, doc.Impl, judged(doc), len(doc.Checks), practice)
-		return ew.err
+		return
 	}
 	fmt.Fprintf(ew, "\n%s %s: %s, score %s%s\n", doc.Task, doc.Impl, strings.ToUpper(string(doc.Status)), points(doc.Score, doc.MaxScore), practice)
-	return ew.err
 }
 
 // judged counts doc's checks that have a verdict (not skipped).

@@ -42,10 +42,16 @@ type JudgeWorkload struct {
 // A JudgeStrategy is one strategy's run. Each strategy uses its own API key
 // (Key), so its limits and counts are its own.
 type JudgeStrategy struct {
-	// Name is naive, sleep1, polite, polite-cached or batch.
+	// Name is naive, sleep1, polite, polite-cached, polite-faults or batch.
 	Name string `json:"name"`
 	Key  string `json:"key"`
 	N    int    `json:"n"`
+	// MaxInFlight is the limit the polite client was given (0 for the
+	// other strategies and in reports from before it was recorded), and
+	// AttemptTimeoutMS its timeout of one attempt, in milliseconds, where
+	// the strategy set one.
+	MaxInFlight      int     `json:"max_in_flight,omitempty"`
+	AttemptTimeoutMS float64 `json:"attempt_timeout_ms,omitempty"`
 
 	// From the API's /stats for Key:
 	//
@@ -283,6 +289,10 @@ type APIKeyStats struct {
 	BatchInputTokens  int64   `json:"batch_input_tokens,omitempty"`
 	BatchOutputTokens int64   `json:"batch_output_tokens,omitempty"`
 	BatchCostUSD      float64 `json:"batch_cost_usd,omitempty"`
+
+	// Faults is what the key's fault plan did (see APIFaultStats); nil
+	// for a key that had none.
+	Faults *APIFaultStats `json:"faults,omitempty"`
 }
 
 // TooManyRequests returns every 429 the key got: rate limits and the spend

@@ -127,6 +127,11 @@ func Combine(docs []*Document) (*Document, error) {
 		if out.Redis == nil {
 			out.Redis = d.Redis
 		}
+		// The first repeat's cluster, unless a later one also ran the
+		// failover the first skipped: its check's figures are there.
+		if out.Cluster == nil || out.Cluster.Failover == nil && d.Cluster != nil && d.Cluster.Failover != nil {
+			out.Cluster = d.Cluster
+		}
 		for _, n := range d.Notes {
 			if !slices.Contains(out.Notes, n) {
 				out.Notes = append(out.Notes, n)

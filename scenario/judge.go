@@ -1,14 +1,11 @@
 package scenario
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -32,10 +29,26 @@ import (
 //	polite         task 5's PoliteClient, with the API's limits
 //	polite-cached  the same with the shared prefix marked cache_control; the
 //	               first judgment goes alone, to write the cache
+//	polite-faults  the polite client on a smaller job (FaultsWorkload) while
+//	               the API fails one request in FaultsEvery on purpose, each
+//	               kind of results.FaultKinds in turn: every path a retry
+//	               can take, counted by the API
 //	batch          the lesson's last word: the Message Batches API, at half
 //	               the price; the judge's own client (judgeBatches), not
 //	               learner code
-var JudgeStrategies = []string{"naive", "sleep1", "polite", "polite-cached", "batch"}
+var JudgeStrategies = []string{"naive", "sleep1", "polite", "polite-cached", "polite-faults", "batch"}
+
+// The polite-faults strategy's settings. The job is small enough that
+// every fault is a retry while the client is at its in-flight limit: 300
+// judgments with 8 in flight keep all 8 busy, and one request in six fails,
+// 50 faults in all, 10 of each kind. An attempt the API holds on purpose
+// is given up after FaultsAttemptTimeout.
+const (
+	FaultsN              = 300
+	FaultsMaxInFlight    = 8
+	FaultsEvery          = 6
+	FaultsAttemptTimeout = 2 * time.Second
+)
 
 // DefaultJudgeWorkload is the lesson's Problem: 2,000 relevance judgments
 // of 3,000 prompt tokens, 2,900 of them the shared instructions, up to 64
@@ -64,6 +77,8 @@ type PoliteOptions struct {
 	HTTPClient  *http.Client
 	RPM, ITPM   float64
 	MaxInFlight int
+	// AttemptTimeout bounds one attempt (0: the client's default).
+	AttemptTimeout time.Duration
 }
 
 // JudgeOptions describe one run of the judge: the strategies, one after
@@ -169,8 +184,7 @@ type judgeRun struct {
 // minimum returns the theoretical minimum of a strategy and its two terms:
 // N over the request rate, and the uncached input tokens over the token
 // rate, where a cached prefix is written once and read for free after.
-func (r *judgeRun) minimum(cached bool) (total, requests, tokens float64, boundBy string) {
-	w := r.opts.Workload
+func (r *judgeRun) minimum(w results.JudgeWorkload, cached bool) (total, requests, tokens float64, boundBy string) {
 	requests = float64(w.N) / (r.limits.RequestsPerMinute / 60)
 	uncached := float64(w.N) * float64(w.PromptTokens)
 	if cached && w.PrefixTokens >= provider.DefaultCacheMinTokens {
@@ -186,9 +200,16 @@ func (r *judgeRun) minimum(cached bool) (total, requests, tokens float64, boundB
 // strategy runs one strategy with a fresh key and measures it.
 func (r *judgeRun) strategy(ctx context.Context, name string) results.JudgeStrategy {
 	w := r.opts.Workload
-	cached := name == "polite-cached"
+	cached, faults := name == "polite-cached", name == "polite-faults"
+	var timeout time.Duration
+	if faults {
+		w.N, w.MaxInFlight, timeout = min(w.N, FaultsN), FaultsMaxInFlight, FaultsAttemptTimeout
+	}
 	res := results.JudgeStrategy{Name: name, Key: fmt.Sprintf("judge-%s-%d", name, time.Now().UnixNano()), N: w.N}
-	res.MinSeconds, res.RequestsMinSeconds, res.InputTokensMinSeconds, res.MinBoundBy = r.minimum(cached)
+	if strings.HasPrefix(name, "polite") {
+		res.MaxInFlight, res.AttemptTimeoutMS = w.MaxInFlight, float64(timeout)/float64(time.Millisecond)
+	}
+	res.MinSeconds, res.RequestsMinSeconds, res.InputTokensMinSeconds, res.MinBoundBy = r.minimum(w, cached)
 	if name == "batch" {
 		// Batches bypass the rate limits: the bound is the API's batch
 		// throughput, counted under requests.
@@ -203,6 +224,11 @@ func (r *judgeRun) strategy(ctx context.Context, name string) results.JudgeStrat
 	limit := r.opts.Limit
 	if limit <= 0 {
 		limit = max(20*time.Second, time.Duration(2*res.MinSeconds*float64(time.Second)))
+		if faults {
+			// Each fault costs a backoff or a retry-after, and a held attempt
+			// its whole timeout: ten of them hold a slot 2 s each.
+			limit = max(limit, time.Minute)
+		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -227,9 +253,16 @@ func (r *judgeRun) strategy(ctx context.Context, name string) results.JudgeStrat
 			return sleep1Call(ctx, hc, r.url, res.Key, p)
 		}
 	default:
+		if faults {
+			if err := putFaultPlan(sctx, r.stats, r.url, res.Key, results.APIFaultPlan{Every: FaultsEvery}); err != nil {
+				res.Error = err.Error()
+				res.Lost = int64(res.N)
+				return res
+			}
+		}
 		c, err := makePolite(r.opts.NewPolite, PoliteOptions{
 			BaseURL: r.url, APIKey: res.Key, HTTPClient: hc, MaxInFlight: w.MaxInFlight,
-			RPM: r.limits.RequestsPerMinute, ITPM: r.limits.InputTokensPerMinute,
+			RPM: r.limits.RequestsPerMinute, ITPM: r.limits.InputTokensPerMinute, AttemptTimeout: timeout,
 		})
 		if err != nil {
 			res.Error = err.Error()
@@ -472,122 +505,4 @@ func errorKind(err error) string {
 		msg = msg[:80]
 	}
 	return msg
-}
-
-// postMessage sends an encoded call once with the API key and returns nil
-// for a 200, an *provider.APIError for another status, or the transport's
-// error. Loops that send the same call many times encode it once, as an
-// SDK's retries do.
-func postMessage(ctx context.Context, hc *http.Client, url, key string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/messages", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("content-type", "application/json")
-	req.Header.Set("anthropic-version", "2023-06-01")
-	req.Header.Set(provider.HeaderAPIKey, key)
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return provider.ReadError(resp)
-	}
-	defer resp.Body.Close()
-	var m provider.Message
-	return json.NewDecoder(resp.Body).Decode(&m)
-}
-
-// naiveCall is what an SDK does for one call of asyncio.gather: up to 2
-// retries of 408, 409, 429, 5xx (529 included) and connection errors,
-// waiting what retry-after says if it is between 0 and 60 s, otherwise
-// 0.5 s × 2^k (at most 8 s) less up to a quarter of jitter.
-func naiveCall(ctx context.Context, hc *http.Client, url, key string, p provider.MessageParams) error {
-	body, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	const retries = 2
-	for k := 0; ; k++ {
-		err := postMessage(ctx, hc, url, key, body)
-		if err == nil || ctx.Err() != nil || k == retries {
-			return err
-		}
-		var apiErr *provider.APIError
-		isAPI := errors.As(err, &apiErr)
-		if isAPI && !(apiErr.StatusCode == 408 || apiErr.StatusCode == 409 || apiErr.StatusCode == 429 || apiErr.StatusCode >= 500) {
-			return err
-		}
-		delay := time.Duration(min(0.5*math.Pow(2, float64(k)), 8) * (1 - 0.25*rand.Float64()) * float64(time.Second))
-		if isAPI && apiErr.RetryAfter > 0 && apiErr.RetryAfter <= time.Minute {
-			delay = apiErr.RetryAfter
-		}
-		if err := sleepCtx(ctx, delay); err != nil {
-			return err
-		}
-	}
-}
-
-// sleep1Call is the lesson's loop: on a 429, a 529 or a connection error,
-// sleep one second and try again, for as long as it takes.
-func sleep1Call(ctx context.Context, hc *http.Client, url, key string, p provider.MessageParams) error {
-	body, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	for {
-		err := postMessage(ctx, hc, url, key, body)
-		if err == nil || ctx.Err() != nil {
-			return err
-		}
-		var apiErr *provider.APIError
-		if errors.As(err, &apiErr) && apiErr.StatusCode != 429 && apiErr.StatusCode != provider.StatusOverloaded {
-			return err
-		}
-		if err := sleepCtx(ctx, time.Second); err != nil {
-			return err
-		}
-	}
-}
-
-// sleepCtx waits d, or until ctx ends, and returns ctx's error then.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// readAPIStats reads the API's /stats with hc, for key only if key is set.
-func readAPIStats(ctx context.Context, hc *http.Client, url, key string) (provider.Stats, error) {
-	var st provider.Stats
-	u := url + "/stats"
-	if key != "" {
-		u += "?key=" + key
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return st, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return st, fmt.Errorf("read the API's stats: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("read the API's stats: %s answered %s", u, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return st, fmt.Errorf("read the API's stats: %w", err)
-	}
-	if !(st.Limits.RequestsPerMinute > 0 && st.Limits.InputTokensPerMinute > 0) {
-		return st, fmt.Errorf("read the API's stats: %s reports no limits; is it the fake Messages API?", u)
-	}
-	return st, nil
 }

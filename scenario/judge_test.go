@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -237,17 +238,9 @@ func TestJudgeBatch(t *testing.T) {
 // one poll: the processing is lazy and the polls are timers.
 func TestJudgeBatchVirtual(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		srv, err := provider.New(provider.DefaultConfig())
-		require.NoError(t, err)
-		defer srv.Close()
-		n := &vnet.Network{}
-		l, err := n.Listen("127.0.0.1:1")
-		require.NoError(t, err)
-		hs := &http.Server{Handler: srv}
-		go func() { _ = hs.Serve(l) }()
-		defer hs.Close()
+		url, dial := ServeAPIVirtual(t, provider.DefaultConfig())
 		w := results.JudgeWorkload{N: 300, PromptTokens: 40, PrefixTokens: 10, MaxTokens: 4, MaxInFlight: 4}
-		rep, err := Judge(context.Background(), JudgeOptions{URL: "http://127.0.0.1:1", Workload: w, Strategies: []string{"batch"}, Dial: n.DialContext})
+		rep, err := Judge(context.Background(), JudgeOptions{URL: url, Workload: w, Strategies: []string{"batch"}, Dial: dial})
 		require.NoError(t, err)
 		b := rep.Strategies[0]
 		assert.Equal(t, int64(300), b.Completed)
@@ -273,4 +266,24 @@ func TestJudgeBatchUnsupported(t *testing.T) {
 	assert.Equal(t, results.JudgeTally{Failed: 3, Errors: map[string]int{"the API reports no Message Batches API in its /stats": 3}}, b.Client)
 	assert.Zero(t, b.MinSeconds)
 	assert.Equal(t, int64(3), b.Lost)
+}
+
+// ServeAPIVirtual serves a fake API of cfg on an in-memory network, for a
+// test inside a synctest bubble, until the test ends. It returns the API's
+// URL and the dialer that reaches it. (Exported for the package's external
+// tests only: it is in a _test file.)
+func ServeAPIVirtual(t *testing.T, cfg provider.Config) (string, func(ctx context.Context, network, addr string) (net.Conn, error)) {
+	t.Helper()
+	srv, err := provider.New(cfg)
+	require.NoError(t, err)
+	n := &vnet.Network{}
+	l, err := n.Listen("127.0.0.1:1")
+	require.NoError(t, err)
+	hs := &http.Server{Handler: srv}
+	go func() { _ = hs.Serve(l) }()
+	t.Cleanup(func() {
+		_ = hs.Close()
+		srv.Close()
+	})
+	return "http://127.0.0.1:1", n.DialContext
 }

@@ -13,7 +13,7 @@ import (
 
 var cmdJudge = &command{
 	Name:      "judge",
-	UsageLine: "judge [N] [--strategy all|naive|sleep1|polite|polite-cached|batch] [--solutions] [--json]",
+	UsageLine: "judge [N] [--strategy all|naive|sleep1|polite|polite-cached|polite-faults|batch] [--solutions] [--json]",
 	Short:     "run N relevance judgments against the fake LLM API with five strategies",
 	Long: `Judge runs task 5's scenario: N judgments (2,000 by default), each a prompt of
 about 3,000 tokens, against a fresh fake API, with the naive fire-everything
@@ -38,7 +38,7 @@ type judgeOptions struct {
 
 func judgeFlags(fs *flag.FlagSet) *judgeOptions {
 	var o judgeOptions
-	fs.StringVar(&o.strategy, "strategy", "all", "naive, sleep1, polite, polite-cached, batch or all")
+	fs.StringVar(&o.strategy, "strategy", "all", "naive, sleep1, polite, polite-cached, polite-faults, batch or all")
 	fs.BoolVar(&o.solutions, "solutions", false, "use the reference client instead of your exercises")
 	fs.BoolVar(&o.json, "json", false, "print the report as a results document (JSON) instead of a table")
 	return &o
@@ -57,9 +57,9 @@ func runJudge(ctx context.Context, o *judgeOptions, args []string) error {
 		n = v
 	}
 	switch o.strategy {
-	case "all", "naive", "sleep1", "polite", "polite-cached", "batch":
+	case "all", "naive", "sleep1", "polite", "polite-cached", "polite-faults", "batch":
 	default:
-		return usagef("--strategy %q: want all, naive, sleep1, polite, polite-cached or batch", o.strategy)
+		return usagef("--strategy %q: want all, naive, sleep1, polite, polite-cached, polite-faults or batch", o.strategy)
 	}
 	root, err := grader.FindRoot(".")
 	if err != nil {

@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
+	"io"
 	"path/filepath"
 	"strings"
 	"time"
@@ -25,7 +25,7 @@ func runList(_ context.Context, args []string) error {
 	if len(args) > 0 {
 		return usagef("list takes no arguments")
 	}
-	last := lastRuns("ratelab-runs")
+	last := lastRuns("ratelab-runs", stderr)
 	for _, t := range grader.Tasks() {
 		files := "nothing to edit: watch and measure"
 		if len(t.Files) > 0 {
@@ -40,25 +40,18 @@ func runList(_ context.Context, args []string) error {
 	return nil
 }
 
-// lastRuns reads every results.json under dir and returns, per task, a
-// line about the newest run that graded it.
-func lastRuns(dir string) map[string]string {
+// lastRuns reads every results.json under dir, as grade status reads
+// them (readRuns: an unreadable or inconsistent one is named in a warning
+// on warn and left out), and returns, per task, a line about the newest
+// run that graded it.
+func lastRuns(dir string, warn io.Writer) map[string]string {
 	type seen struct {
 		at   time.Time
 		line string
 	}
 	best := map[string]seen{}
-	paths, _ := filepath.Glob(filepath.Join(dir, "*", "results.json"))
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			continue
-		}
-		doc, err := results.Decode(f)
-		f.Close()
-		if err != nil {
-			continue
-		}
+	for _, r := range readRuns(dir, warn) {
+		doc := r.doc
 		type tally struct {
 			score, max float64
 			failed     int
@@ -84,11 +77,17 @@ func lastRuns(dir string) map[string]string {
 			if t.failed > 0 {
 				verdict = fmt.Sprintf("%d check(s) not passed", t.failed)
 			}
+			score := fmt.Sprintf("%g/%g, ", t.score, t.max)
+			if doc.Interrupted {
+				// Stopped before the end: what it did not judge is no
+				// failure, and what it scored is no score.
+				score, verdict = "", "interrupted, no score"
+			}
 			if doc.Practice {
 				verdict += ", practice run (--quick)"
 			}
-			best[task] = seen{doc.Finished, fmt.Sprintf("%g/%g, %s (%s, %s, %s)", t.score, t.max, verdict, doc.Impl,
-				doc.Finished.Local().Format("Jan 2 15:04"), filepath.Dir(p))}
+			best[task] = seen{doc.Finished, fmt.Sprintf("%s%s (%s, %s, %s)", score, verdict, doc.Impl,
+				doc.Finished.Local().Format("Jan 2 15:04"), filepath.Dir(r.path))}
 		}
 	}
 	out := map[string]string{}

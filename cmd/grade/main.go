@@ -21,6 +21,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"ratelab/grader"
 )
 
 // Exit codes.
@@ -37,10 +39,12 @@ const (
 var commands = slices.Concat(taskCommands(), []*command{
 	cmdAll,
 	cmdWatch,
+	cmdStatus,
 	cmdList,
 	cmdHint,
 	cmdReport,
 	cmdCohort,
+	cmdCompare,
 	cmdClocks,
 	cmdServe,
 	cmdFlood,
@@ -160,8 +164,14 @@ func interruptedCode(ctx context.Context) int {
 	return exitFail
 }
 
-// run executes one command line and returns the exit code.
+// run executes one command line and returns the exit code. No arguments
+// at all, inside a checkout, is 'grade status'; elsewhere, the help.
 func run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		if _, err := grader.FindRoot("."); err == nil {
+			args = []string{cmdStatus.Name}
+		}
+	}
 	line, err := parseLine(args)
 	switch {
 	case errors.Is(err, errNoCommand):

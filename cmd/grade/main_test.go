@@ -54,7 +54,6 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string // in stderr
 	}{
-		{nil, "Usage"},
 		{[]string{"nope"}, `unknown command "nope"`},
 		{[]string{"flood"}, "want exactly one RATE"},
 		{[]string{"flood", "0"}, "rate 0"},
@@ -167,7 +166,7 @@ func TestHelpOrder(t *testing.T) {
 	for _, tk := range grader.Tasks() {
 		tasks = append(tasks, tk.ID)
 	}
-	want := append(tasks, "all", "watch", "list", "hint", "report", "cohort", "clocks", "serve", "flood",
+	want := append(tasks, "all", "watch", "status", "list", "hint", "report", "cohort", "compare", "clocks", "serve", "flood",
 		"storm", "amplify", "breaker", "counting", "provider", "judge", "export", "manifest", "help")
 	assert.Equal(t, want, table)
 }

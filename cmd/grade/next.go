@@ -8,10 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"ratelab/grader"
+	"ratelab/reports"
 	"ratelab/results"
 )
 
@@ -24,12 +24,13 @@ type nextStep struct {
 	Check string // the first failing check's name
 	File  string // such as exercises/bucket/bucket.go
 	Line  int    // the TODO's line, or 0 when none can be named
-	TODO  string // the TODO's first line, without "// "
+	TODO  string // the TODO's comment as todoSentence joins it, without "//"
+	// Why is the check's message when it failed on what the learner wrote
+	// (not on code left to write): for a unit check with random inputs,
+	// the smallest case rapid shrank the failure to, and the command that
+	// replays it.
+	Why string
 }
-
-// notWritten finds what a stub's panic says is missing ("task 3:
-// TokenBucket.TryTake is not implemented yet").
-var notWritten = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?) is not implemented yet`)
 
 // findNextStep returns the next step for doc, graded from the learner's
 // tree under root, or false when nothing failed or the tree graded was not
@@ -47,8 +48,18 @@ func findNextStep(root string, doc *results.Document) (nextStep, bool) {
 			continue
 		}
 		step := nextStep{Task: task, Check: c.Name, File: filepath.ToSlash(filepath.Join(string(grader.Exercises), task.Unit.Package, task.Unit.File))}
-		if m := notWritten.FindStringSubmatch(c.Message); m != nil {
-			step.Line, step.TODO = todoFor(filepath.Join(root, step.File), task.Number, m[1])
+		names := reports.Unwritten(c.Message)
+		if names == nil {
+			step.Why = c.Message
+		}
+		if names != nil {
+			file := filepath.Join(root, step.File)
+			step.Line, step.TODO = todoFor(file, task.Number, names[0])
+			if step.Line == 0 {
+				// Not Go (task 6's Lua), or no TODO where the function is:
+				// the file's first TODO.
+				step.Line, step.TODO = firstTODO(file, task.Number)
+			}
 		}
 		return step, true
 	}
@@ -92,15 +103,67 @@ func todoFor(file string, task int, what string) (int, string) {
 	}
 	marker := fmt.Sprintf("TODO(task%d)", task)
 	for _, cg := range f.Comments {
-		for _, c := range cg.List {
+		for i, c := range cg.List {
 			line := fset.Position(c.Pos()).Line
 			text := strings.TrimSpace(strings.TrimPrefix(c.Text, "//"))
 			if line > from && line <= to && strings.HasPrefix(text, marker) {
-				return line, text
+				var rest []string
+				for _, more := range cg.List[i+1:] {
+					rest = append(rest, strings.TrimSpace(strings.TrimPrefix(more.Text, "//")))
+				}
+				return line, todoSentence(text, rest)
 			}
 		}
 	}
 	return 0, ""
+}
+
+// firstTODO returns the line of the first edit site in file, a comment
+// line (//, -- or #) that opens with "TODO(taskN):", in any language, and
+// its text as todoSentence joins it; 0 when there is none.
+func firstTODO(file string, task int) (int, string) {
+	src, err := os.ReadFile(file)
+	if err != nil {
+		return 0, ""
+	}
+	marker := fmt.Sprintf("TODO(task%d)", task)
+	lines := strings.Split(string(src), "\n")
+	for i, l := range lines {
+		at := strings.Index(l, marker+":")
+		if at < 0 {
+			continue
+		}
+		lead := l[:at] // the comment's opening, such as "// " or "-- "
+		if opener := strings.TrimSpace(lead); opener != "//" && opener != "--" && opener != "#" {
+			continue // the marker named in a sentence, not an edit site
+		}
+		var rest []string
+		for _, next := range lines[i+1:] {
+			body, ok := strings.CutPrefix(next, lead)
+			if !ok || strings.TrimSpace(body) == "" {
+				break
+			}
+			rest = append(rest, strings.TrimSpace(body))
+		}
+		return i + 1, todoSentence(strings.TrimSpace(l[at:]), rest)
+	}
+	return 0, ""
+}
+
+// todoSentence is a TODO's first line joined with the comment lines after
+// it until a line ends a sentence: "TODO(task3): choose the fields. Two
+// numbers describe the bucket's" goes on with "content between calls; add
+// the settings and a mutex." It stops before a line that starts another
+// TODO or Goal, and after at most three lines in all.
+func todoSentence(first string, rest []string) string {
+	text := first
+	for i, l := range rest {
+		if strings.HasSuffix(text, ".") || i == 2 || strings.HasPrefix(l, "TODO") || strings.HasPrefix(l, "Goal") || l == "" {
+			break
+		}
+		text += " " + l
+	}
+	return text
 }
 
 // receiverName returns the type name of fd's receiver, or "".
@@ -121,15 +184,26 @@ func receiverName(fd *ast.FuncDecl) string {
 	return ""
 }
 
-// printNextStep writes the next step, if any, as the grading's last line.
-func printNextStep(w io.Writer, root string, doc *results.Document) {
+// printNextStep writes the next step, if any, as the grading's last
+// lines: the edit site, its TODO, the first failing check, where the hints
+// are, what the check found when it is not a stub's panic and, when again is not empty, the command line that shows every
+// check (again).
+func printNextStep(w io.Writer, root string, doc *results.Document, again string) {
 	step, ok := findNextStep(root, doc)
 	if !ok {
 		return
 	}
-	where := step.File
 	if step.Line > 0 {
-		where = fmt.Sprintf("%s:%d, %s", step.File, step.Line, step.TODO)
+		fmt.Fprintf(w, "next: %s:%d\n  %s\n", step.File, step.Line, step.TODO)
+	} else {
+		fmt.Fprintf(w, "next: %s\n", step.File)
 	}
-	fmt.Fprintf(w, "next: %s (first failing check: %q); stuck? grade hint %s\n", where, step.Check, step.Task.ID)
+	more := ""
+	if again != "" {
+		more = "; every check: " + again
+	}
+	fmt.Fprintf(w, "  first failing check: %q; stuck? grade hint %s%s\n", step.Check, step.Task.ID, more)
+	if step.Why != "" {
+		fmt.Fprintf(w, "  %s\n", step.Why)
+	}
 }

@@ -41,8 +41,9 @@ func TestSignalToGradeAlone(t *testing.T) {
 		after string // the line of grade's output after which the signal goes
 		code  int
 	}{
-		{"SIGINT mid unit test", syscall.SIGINT, []string{"task2", "--solutions"}, "unit tests:", 130},
-		{"SIGTERM mid flood, wall clock", syscall.SIGTERM, []string{"task1", "--solutions", "--real", "--no-report"}, "  flooding ", 143},
+		// -v: the stage lines the signal waits for are shown in full.
+		{"SIGINT mid unit test", syscall.SIGINT, []string{"task2", "-v", "--solutions"}, "unit tests:", 130},
+		{"SIGTERM mid flood, wall clock", syscall.SIGTERM, []string{"task1", "-v", "--solutions", "--real", "--no-report"}, "  flooding ", 143},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

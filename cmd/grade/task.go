@@ -29,11 +29,13 @@ type taskFlags struct {
 	summary   string
 	noReport  bool
 	redis     string
+	cluster   bool
 	quick     bool
 	real      bool
 	virtual   bool // accepted and ignored: virtual time is the default
 	repeat    int
 	seed      uint64
+	verbose   bool
 }
 
 // gradeFlags declares the flags of the grading commands (task1 ... and all)
@@ -53,7 +55,9 @@ func gradeFlags(fs *flag.FlagSet) *taskFlags {
 	fs.BoolVar(&f.virtual, "virtual", false, "virtual time, the default: accepted so that older scripts run")
 	fs.IntVar(&f.repeat, "repeat", 1, fmt.Sprintf("grade each task N times (1 to %d) and combine them: a check whose repeats disagree is marked inconclusive, with every repeat's values, and the run exits 3", maxRepeat))
 	fs.Uint64Var(&f.seed, "seed", 0, "replay a run's random unit-test inputs: the seed its output and results.json give (default: a new one each run)")
+	fs.BoolVar(&f.verbose, "v", false, "print every check with its message, the notes and the grader's progress in full; without it, the checks that did not pass, those that failed alike on one line, then what to do next")
 	fs.StringVar(&f.redis, "redis", os.Getenv("REDIS_URL"), "task 6: the Redis that judges, such as redis://127.0.0.1:6379, on the wall clock (a real Redis keeps real time), or off for an embedded miniredis (default $REDIS_URL, else a private redis-server the grader starts and stops, else miniredis when none is installed); without a URL the floods run in virtual time on a miniredis in the session, and the unit suite's Redis/ checks on the private redis-server")
+	fs.BoolVar(&f.cluster, "cluster", true, "task 6: also run the script on a private Redis Cluster of 3 primaries and 3 replicas, on the wall clock, wherever redis-server is installed (the default); --cluster=false skips those checks, and they then carry no points")
 	return &f
 }
 
@@ -65,7 +69,7 @@ const maxRepeat = 10
 var formats = map[string]bool{"text": true, "json": true, "github": true, "classroom": true, "gradescope": true}
 
 // gradeUsage is the usage line of the grading commands after their name.
-const gradeUsage = " [--solutions] [--real] [--seed N] [--repeat N] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE] [--summary FILE] [--no-report]"
+const gradeUsage = " [-v] [--solutions] [--real] [--seed N] [--repeat N] [--out DIR] [--force] [--format text|json|github|classroom|gradescope] [--junit FILE] [--summary FILE] [--no-report]"
 
 // taskCommands returns one command per task of grader.Tasks, in order:
 // task1, task2, ...
@@ -147,7 +151,12 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 	if seed == 0 {
 		seed = grader.NewSeed()
 	}
-	opts := grader.Options{Impl: impl, Log: human, Root: root, Progress: progressPrinter(human), RedisURL: f.redis, Quick: f.quick, Virtual: !f.real, Seed: seed}
+	var log io.Writer = human
+	quiet := newQuietLog(human)
+	if !f.verbose {
+		log = quiet
+	}
+	opts := grader.Options{Impl: impl, Log: log, Root: root, Progress: progressPrinter(human), RedisURL: f.redis, NoCluster: !f.cluster, Quick: f.quick, Virtual: !f.real, Seed: seed}
 	if f.quick {
 		fmt.Fprintf(human, "PRACTICE RUN (--quick): floods send for %s, not the lesson's 10 s; grade without --quick for the score that counts\n", grader.QuickDuration)
 	}
@@ -160,10 +169,12 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 		opts.Calibration = cal
 		fmt.Fprintf(human, "calibration: %d of %d requests at %g/s sent, send lag p99 %.1f ms, a 100 ms sleep overshoots by %.2f ms: %s\n",
 			cal.Issued, cal.Expected, cal.CalibrateRate, cal.SendLagP99MS, cal.SleepOverMS, map[bool]string{true: "ok", false: "NOT OK, " + cal.Reason}[cal.OK])
-	} else {
+	} else if f.verbose {
 		fmt.Fprintln(human, "no calibration: the floods the model predicts run in virtual time, the same on any machine however busy; the few on the wall clock beside them are judged from the server's own records")
 	}
-	fmt.Fprintf(human, "random unit-test inputs from seed %d (replay them with --seed %d)\n", seed, seed)
+	if f.verbose {
+		fmt.Fprintf(human, "random unit-test inputs from seed %d (replay them with --seed %d)\n", seed, seed)
+	}
 	var doc *results.Document
 	var gradeErr error
 	if f.repeat > 1 {
@@ -196,7 +207,15 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 	if werr := results.WriteFile(path, doc, f.force); werr != nil {
 		return werr
 	}
-	if err := reports.Text(human, doc); err != nil {
+	if err := quiet.Clear(); err != nil {
+		return err
+	}
+	if f.verbose {
+		err = reports.Text(human, doc)
+	} else {
+		err = reports.Brief(human, doc)
+	}
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(human, "results: %s\n", path)
@@ -211,7 +230,11 @@ func gradeTasks(ctx context.Context, id string, tasks []grader.Task, f taskFlags
 		return err
 	}
 	if doc.Status == results.StatusFail {
-		printNextStep(human, root, doc)
+		again := ""
+		if !f.verbose {
+			again = fmt.Sprintf("grade %s -v", id)
+		}
+		printNextStep(human, root, doc, again)
 	}
 	switch {
 	case gradeErr != nil && ctx.Err() != nil:
@@ -387,6 +410,9 @@ func merge(into, d *results.Document, id string) *results.Document {
 	if d.Redis != nil {
 		into.Redis = d.Redis
 	}
+	if d.Cluster != nil {
+		into.Cluster = d.Cluster
+	}
 	into.Finished = d.Finished
 	for task, secs := range d.TaskSeconds {
 		if into.TaskSeconds == nil {
@@ -427,13 +453,7 @@ func outDir(f taskFlags, id string, impl grader.Impl) (string, error) {
 // terminal, or a plain line every few seconds in a CI log. NO_COLOR and
 // TERM=dumb get the plain form.
 func progressPrinter(w io.Writer) func(run string, elapsed, total time.Duration, sent int64) {
-	f, ok := w.(*os.File)
-	tty := false
-	if ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			tty = os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
-		}
-	}
+	tty := isTerminal(w)
 	var lastPlain time.Duration
 	return func(run string, elapsed, total time.Duration, sent int64) {
 		done := min(elapsed.Seconds()/total.Seconds(), 1)

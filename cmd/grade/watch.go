@@ -5,13 +5,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"ratelab/grader"
+	"ratelab/internal/layout"
 	"ratelab/results"
 )
 
@@ -21,15 +24,24 @@ const watchEvery = 500 * time.Millisecond
 var cmdWatch = &command{
 	Name:      "watch",
 	UsageLine: "watch [TASK]",
-	Short:     "re-run a task's unit tests whenever you save a file under exercises/",
-	Long: `Watch runs the unit stage of TASK (by default the first task with code to
-write whose unit tests do not all pass yet) and runs it again each time a
-file under exercises/ changes, the way rustlings does. It shows the first
-check that fails. Type h and Enter for that task's hints, n for the next
-task, q (or Ctrl-C) to stop.
+	Short:     "re-run the unit tests of the task whose files you save, and show the lab's progress",
+	Long: `Watch follows the whole lab, the way rustlings does. It runs the unit stage
+of the next task to take (the first with code to write that is not at full
+marks in the runs on disk, as 'grade status' finds it), then, each time a
+file under exercises/ changes, the unit stage of the task that file
+belongs to. After each it shows the score, the first failing check with
+the place to edit, and one line of the lab's progress: every task's best
+score on disk, or its unit tests' score from this session, and the next
+task. Type h and Enter for the hints of the task graded last, n to grade
+the task after it, q (or Ctrl-C) to stop.
 
-It notices changes by looking at the files twice a second, so it needs no
-file-system events and works the same everywhere.`,
+Given a TASK, it follows that task alone: n moves on to the next task.
+
+It grades one task at a time, never two at once, only the unit tests (the
+floods are 'grade TASK'), and writes no results document. It notices
+changes by looking at the files twice a second, so it needs no file-system
+events and works the same everywhere. Ctrl-C stops the grading under way
+with the test binary's whole process group.`,
 	Run: noFlags(runWatch),
 }
 
@@ -47,23 +59,18 @@ func runWatch(ctx context.Context, args []string) error {
 			tasks = append(tasks, t)
 		}
 	}
-	idx := 0
-	if len(args) == 1 {
-		idx = -1
-		for i, t := range tasks {
-			if t.ID == args[0] {
-				idx = i
-			}
-		}
-		if idx < 0 {
-			return usagef("task %q has no code to write; 'grade list' shows the tasks", args[0])
-		}
+	if len(args) == 0 {
+		return watchLab(ctx, root, tasks)
 	}
-	return watch(ctx, root, tasks, idx, len(args) == 0)
+	idx := slices.IndexFunc(tasks, func(t grader.Task) bool { return t.ID == args[0] })
+	if idx < 0 {
+		return usagef("task %q has no code to write; 'grade list' shows the tasks", args[0])
+	}
+	return watchTask(ctx, root, tasks, idx)
 }
 
-// watch is the loop of grade watch.
-func watch(ctx context.Context, root string, tasks []grader.Task, idx int, advance bool) error {
+// readKeys returns the lines typed on stdin, trimmed, until it ends.
+func readKeys() <-chan string {
 	keys := make(chan string)
 	go func() {
 		sc := bufio.NewScanner(os.Stdin)
@@ -72,35 +79,49 @@ func watch(ctx context.Context, root string, tasks []grader.Task, idx int, advan
 		}
 		close(keys)
 	}()
+	return keys
+}
+
+// gradeUnits runs task's unit stage on the learner's exercises and prints
+// its score and what to do next. Once ctx is done it returns ctx's cause.
+func gradeUnits(ctx context.Context, root string, task grader.Task) (*results.Document, error) {
+	doc, err := grader.Grade(ctx, task, grader.Options{Impl: grader.Exercises, Root: root, UnitOnly: true})
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stdout, "\n[%s] %s, unit tests: %g/%g\n", time.Now().Format("15:04:05"), task.ID, doc.Score, doc.MaxScore)
+	failed := firstFailed(doc)
+	switch {
+	case failed == nil:
+		fmt.Fprintf(stdout, "every unit check passes; 'grade %s' runs the floods\n", task.ID)
+	case doc.Status == results.StatusFail:
+		printNextStep(stdout, root, doc, "")
+	default:
+		fmt.Fprintf(stdout, "first check not passed: %s\n  %s\n", failed.Name, failed.Message)
+	}
+	return doc, nil
+}
+
+// watchTask is grade watch TASK: tasks[idx], again at every change under
+// exercises/.
+func watchTask(ctx context.Context, root string, tasks []grader.Task, idx int) error {
+	keys := readKeys()
 	fmt.Fprintf(stdout, "watching exercises/ (looking every %s); h for hints, n for the next task, q to quit\n", watchEvery)
-	last := ""
+	exercises := filepath.Join(root, string(grader.Exercises))
 	for {
 		task := tasks[idx]
-		doc, err := grader.Grade(ctx, task, grader.Options{Impl: grader.Exercises, Root: root, UnitOnly: true})
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
+		if _, err := gradeUnits(ctx, root, task); err != nil {
 			return err
 		}
-		failed := firstFailed(doc)
-		if failed == nil && advance && idx+1 < len(tasks) {
-			fmt.Fprintf(stdout, "\n%s: all %g points of its unit tests. On to %s.\n", task.ID, doc.MaxScore, tasks[idx+1].ID)
-			idx++
-			continue
-		}
-		fmt.Fprintf(stdout, "\n[%s] %s: %g/%g\n", time.Now().Format("15:04:05"), task.ID, doc.Score, doc.MaxScore)
-		if failed == nil {
-			fmt.Fprintf(stdout, "every unit check passes; run 'go run ./cmd/grade %s' for the floods\n", task.ID)
-		} else {
-			fmt.Fprintf(stdout, "first failing check: %s\n  %s\n", failed.Name, failed.Message)
-		}
-		last = fingerprint(root)
+		last := fingerprint(exercises)
 	wait:
 		for {
 			select {
 			case <-ctx.Done():
-				return nil
+				return context.Cause(ctx) // 130 or 143, as run reports a signal
 			case k, ok := <-keys:
 				if !ok {
 					keys = nil
@@ -108,9 +129,7 @@ func watch(ctx context.Context, root string, tasks []grader.Task, idx int, advan
 				}
 				switch k {
 				case "h":
-					for i, h := range task.Hints {
-						fmt.Fprintf(stdout, "hint %d:\n%s\n", i+1, indent(h))
-					}
+					printHints(task)
 				case "n":
 					idx = (idx + 1) % len(tasks)
 					break wait
@@ -118,11 +137,118 @@ func watch(ctx context.Context, root string, tasks []grader.Task, idx int, advan
 					return nil
 				}
 			case <-time.After(watchEvery):
-				if fp := fingerprint(root); fp != last {
+				if fingerprint(exercises) != last {
 					break wait
 				}
 			}
 		}
+	}
+}
+
+// watchLab is grade watch with no task: the whole lab.
+func watchLab(ctx context.Context, root string, tasks []grader.Task) error {
+	keys := readKeys()
+	runs := layout.Runs // where grade writes them, as grade status reads them
+	disk := progress(readRuns(runs, stderr))
+	// The next task to take, among those with unit tests.
+	current := tasks[0]
+	for _, r := range disk {
+		if r.Task.Unit != nil && !r.Full() {
+			current = r.Task
+			break
+		}
+	}
+	prints := map[string]string{} // task → fingerprint of its package's files
+	for _, t := range tasks {
+		prints[t.ID] = fingerprint(packageDir(root, t))
+	}
+	session := map[string]*results.Document{} // task → its unit stage, graded last
+	fmt.Fprintf(stdout, "watching the lab's exercises/ (looking every %s); h for hints, n for the next task, q to quit\n", watchEvery)
+	queue := []grader.Task{current}
+	for {
+		// One task at a time, in the order their files changed.
+		for _, t := range queue {
+			doc, err := gradeUnits(ctx, root, t)
+			if err != nil {
+				return err
+			}
+			session[t.ID], current = doc, t
+		}
+		queue = nil
+		disk = progress(readRuns(runs, io.Discard))
+		fmt.Fprintln(stdout, labLine(disk, session))
+		for len(queue) == 0 {
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx) // 130 or 143, as run reports a signal
+			case k, ok := <-keys:
+				if !ok {
+					keys = nil
+					continue
+				}
+				switch k {
+				case "h":
+					printHints(current)
+				case "n":
+					i := slices.IndexFunc(tasks, func(t grader.Task) bool { return t.ID == current.ID })
+					queue = append(queue, tasks[(i+1)%len(tasks)])
+				case "q":
+					return nil
+				}
+			case <-time.After(watchEvery):
+				for _, t := range tasks {
+					if fp := fingerprint(packageDir(root, t)); fp != prints[t.ID] {
+						prints[t.ID] = fp
+						queue = append(queue, t)
+					}
+				}
+			}
+		}
+	}
+}
+
+// packageDir is the folder of the learner's code for t.
+func packageDir(root string, t grader.Task) string {
+	return filepath.Join(root, string(grader.Exercises), t.Unit.Package)
+}
+
+// labLine is watch's one line of the lab's progress: each task's best
+// score on disk, or its unit tests' score from this session when they do
+// not all pass yet, then the next task to take.
+func labLine(disk []taskProgress, session map[string]*results.Document) string {
+	var parts []string
+	for _, r := range disk {
+		mark := "-"
+		switch u := session[r.Task.ID]; {
+		case r.Full():
+			mark = fmt.Sprintf("%g/%g done", r.Best.Score, r.Best.MaxScore)
+		case u != nil && u.Status == results.StatusPass:
+			mark = "units pass"
+		case u != nil:
+			mark = fmt.Sprintf("units %g/%g", u.Score, u.MaxScore)
+		case r.Best != nil:
+			mark = fmt.Sprintf("%g/%g", r.Best.Score, r.Best.MaxScore)
+		case r.Runs > 0:
+			mark = "interrupted"
+		}
+		parts = append(parts, r.Task.ID+" "+mark)
+	}
+	next, ok := nextTask(disk)
+	switch u := session[next.Task.ID]; {
+	case !ok:
+		parts = append(parts, "next: nothing, every task is at full marks")
+	case u != nil && u.Status == results.StatusPass:
+		parts = append(parts, fmt.Sprintf("next: grade %s (its floods)", next.Task.ID))
+	default:
+		parts = append(parts, "next: "+next.Task.ID)
+	}
+	return "lab: " + strings.Join(parts, " · ")
+}
+
+// printHints writes task's hints.
+func printHints(task grader.Task) {
+	for i, h := range task.Hints {
+		fmt.Fprintf(stdout, "hint %d:\n%s\n", i+1, indent(h))
 	}
 }
 
@@ -137,10 +263,10 @@ func firstFailed(doc *results.Document) *results.Check {
 }
 
 // fingerprint summarises the names, sizes and times of the files under
-// exercises/, so that any save changes it.
-func fingerprint(root string) string {
+// dir, so that any save changes it.
+func fingerprint(dir string) string {
 	h := sha256.New()
-	_ = filepath.WalkDir(filepath.Join(root, "exercises"), func(p string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return nil
 		}

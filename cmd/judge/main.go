@@ -40,7 +40,7 @@ import (
 func main() {
 	url := flag.String("url", "", "base URL of a running fake API, such as http://127.0.0.1:8080 (loopback only)")
 	inProcess := flag.Bool("in-process", false, "start a fake API in this process, on 127.0.0.1:0")
-	strategy := flag.String("strategy", "all", "naive, sleep1, polite, polite-cached, batch or all")
+	strategy := flag.String("strategy", "all", "naive, sleep1, polite, polite-cached, polite-faults, batch or all")
 	limit := flag.Duration("limit", 0, "the longest one strategy may run (default: max(20s, 2 × its theoretical minimum))")
 	w := scenario.DefaultJudgeWorkload()
 	flag.IntVar(&w.N, "n", w.N, "relevance judgments per strategy")

@@ -83,13 +83,15 @@ func StartServer(ctx context.Context, dir string) (*Server, error) {
 	return nil, last
 }
 
-// startOn starts redis-server on port and waits until it answers.
-func startOn(ctx context.Context, bin, dir string, port int) (*Server, error) {
+// startOn starts redis-server on port, with extra arguments after the
+// usual ones, and waits until it answers.
+func startOn(ctx context.Context, bin, dir string, port int, extra ...string) (*Server, error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	cmd := exec.CommandContext(ctx, bin,
+	args := append([]string{
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", dir,
-		"--daemonize", "no", "--logfile", "", "--loglevel", "warning")
+		"--daemonize", "no", "--logfile", "", "--loglevel", "warning"}, extra...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
 	out := &tail{max: 16 << 10}
 	cmd.Stdout, cmd.Stderr = out, out

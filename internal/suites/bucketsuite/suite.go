@@ -671,7 +671,7 @@ func (s *suite) concurrentPerKey(t *testing.T) {
 	)
 	rng := suitekit.Rand(t)
 	for round := range rounds {
-		keys := randomKeys(rng, 2+rng.IntN(7))
+		keys := suitekit.RandomKeys(rng, 2+rng.IntN(7))
 		burst := goroutines * calls / len(keys) / 2
 		x := s.keyed(t, math.Ldexp(1, rng.IntN(9)-4), float64(burst)) // exact in any unit, as above
 		admitted := make([]atomic.Int64, len(keys))

@@ -201,10 +201,10 @@ func floorDiv(a, b int64) int64 {
 
 // --- Drawing settings and keys ---
 
-// drawKey draws a client key: any string, the empty one included, so that
-// no key name tells a test apart.
+// drawKey draws a client key: any bytes, the empty string included, so
+// that no key name tells a test apart (suitekit.KeySet).
 func drawKey(rt *rapid.T) string {
-	return rapid.StringN(0, 12, -1).Draw(rt, "key")
+	return suitekit.KeySet(1).Draw(rt, "key")[0]
 }
 
 // randomKey returns a key of 4 to 19 random letters, digits and symbols
@@ -496,9 +496,9 @@ func (k *kind) matchesModel(t *testing.T) {
 	property(t, func(rt *rapid.T) plan {
 		p := plan{s: k.drawSettings(rt, 30)}
 		p.phase = rapid.Int64Range(0, 3*p.s.window).Draw(rt, "phase") // any phase against the windows
-		for i := range rapid.IntRange(1, 4).Draw(rt, "keys") {
-			p.keys = append(p.keys, drawKey(rt)+"#"+strconv.Itoa(i)) // distinct
-		}
+		// Distinct keys of any bytes, some a case, a space, a last byte or
+		// a NUL away from another: each is a client of its own.
+		p.keys = suitekit.KeySet(rapid.IntRange(1, 4).Draw(rt, "keys")).Draw(rt, "key set")
 		for range rapid.IntRange(1, 50).Draw(rt, "steps") {
 			st := step{key: rapid.IntRange(0, len(p.keys)-1).Draw(rt, "which"), pause: drawPause(rt), calls: 1}
 			if rapid.IntRange(0, 3).Draw(rt, "many") == 0 {
@@ -528,11 +528,11 @@ func (k *kind) matchesModel(t *testing.T) {
 				if fail != "" {
 					return fail
 				}
-				log = append(log, fmt.Sprintf("  t0+%v: Allow(%q) = (%v, %v)", time.Duration(at-t0), key, ok, wait))
+				log = append(log, fmt.Sprintf("  t0+%v: Allow(%s) = (%v, %v)", time.Duration(at-t0), suitekit.QuoteKey(key), ok, wait))
 				wantOK, wantWait := answer(m, key, at)
 				if ok != wantOK || int64(wait) != wantWait {
-					return fmt.Sprintf("%s, step %d at %s: Allow(%q) = (%v, %v); want (%v, %v)\nthe rule: %s\ncalls so far, t0 = when the limiter was made:\n%s",
-						x.desc, i, phaseOf(at, p.s.window), key, ok, wait, wantOK, time.Duration(wantWait), m.rule(), strings.Join(lastLines(log, 12), "\n"))
+					return fmt.Sprintf("%s, step %d at %s: Allow(%s) = (%v, %v); want (%v, %v)\nthe rule: %s\nthe keys are %d distinct clients, whatever their bytes; calls so far, t0 = when the limiter was made:\n%s",
+						x.desc, i, phaseOf(at, p.s.window), suitekit.QuoteKey(key), ok, wait, wantOK, time.Duration(wantWait), m.rule(), len(p.keys), strings.Join(lastLines(log, 12), "\n"))
 				}
 				lastWait[key] = int64(wait)
 			}

@@ -247,7 +247,8 @@ func judgeCreate(st settings, script []reply, calls []call, msg *provider.Messag
 // --- Drawing answers ---
 
 // drawRetryAfter draws a retry-after in the forms APIError.RetryAfter
-// reads: whole and fractional seconds, HTTP dates, and values that ask
+// reads: whole and fractional seconds, HTTP dates (in all three forms of
+// RFC 9110, suitekit.FormatHTTPDate), and values that ask
 // for nothing; long ones only when long is true.
 func drawRetryAfter(rt *rapid.T, label string, long bool) (string, func(time.Time) string) {
 	top := 30.0
@@ -263,7 +264,11 @@ func drawRetryAfter(rt *rapid.T, label string, long bool) (string, func(time.Tim
 		return strconv.FormatFloat(rapid.Float64Range(0, top).Draw(rt, label+" fraction"), 'f', rapid.IntRange(1, 3).Draw(rt, label+" decimals"), 64), nil
 	case 5:
 		ahead := int64(rapid.IntRange(-100, int(top)).Draw(rt, label+" date ahead"))
-		return "", func(now time.Time) string { return dateAhead(now, ahead) }
+		form := suitekit.HTTPDateForms().Draw(rt, label+" date form")
+		return "", func(now time.Time) string {
+			d, _ := suitekit.FormatHTTPDate(time.Unix(now.Unix()+ahead, 0), now, form)
+			return d
+		}
 	}
 	return rapid.SampledFrom([]string{"soon", "-3", "0", "never", "1 2"}).Draw(rt, label+" garbage"), nil
 }

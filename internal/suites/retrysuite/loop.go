@@ -309,8 +309,9 @@ func (s *suite) retryAfterRegimes(t *testing.T, date bool) {
 		}
 		r := reply{status: rapid.SampledFrom(retryableStatuses).Draw(rt, "status with Retry-After")}
 		if date {
+			form := suitekit.HTTPDateForms().Draw(rt, "date form")
 			r.retryAt = func(now time.Time) string {
-				return now.Truncate(time.Second).Add(time.Duration(secs) * time.Second).UTC().Format(http.TimeFormat)
+				return dateAhead(now, secs, form)
 			}
 		} else {
 			r.retryAfter = strconv.FormatInt(secs, 10)
@@ -359,6 +360,24 @@ func (s *suite) retryAfterDateFloor(t *testing.T) {
 	gap := s.retryAfterGap(t, srv, opts, "the server answered 503 with Retry-After an hour ago, then 200")
 	if gap > base {
 		t.Errorf("after 503 with Retry-After: %s (an hour ago) the client waited %v; want at most %v, the plain backoff: a date in the past asks for no wait", past, gap, base)
+	}
+	// A date 30 s ahead in each form: the floor is in (29 s, 30 s], as
+	// the attempt arrives within the second before.
+	const ahead = 30
+	for _, f := range []suitekit.HTTPDateForm{suitekit.IMFFixdate, suitekit.RFC850Date, suitekit.AsctimeDate} {
+		var sent string
+		srv := newServer(reply{status: 503, retryAt: func(now time.Time) string {
+			sent = dateAhead(now, ahead, f)
+			return sent
+		}}, status(200))
+		gap := s.retryAfterGap(t, srv, opts, fmt.Sprintf("the server answered 503 with Retry-After a date %d s ahead (%v form), then 200", ahead, f))
+		lo, hi := (ahead-1)*time.Second, ahead*time.Second+6*time.Second
+		if gap <= lo || gap > hi {
+			t.Errorf("after 503 with Retry-After: %s (%d s ahead, in the %v form of an HTTP date) the client waited %v; want more than %v and at most %v\n"+
+				"RFC 9110 (section 5.6.7) has a recipient accept an HTTP date in any of its three forms: "+
+				"IMF-fixdate (Sun, 06 Nov 1994 08:49:37 GMT), RFC 850 (Sunday, 06-Nov-94 08:49:37 GMT) and asctime (Sun Nov  6 08:49:37 1994)",
+				sent, ahead, f, gap, lo, hi)
+		}
 	}
 }
 
@@ -478,8 +497,9 @@ func (s *suite) retryAfterCappedRandom(t *testing.T) {
 			r.retryAfter = strconv.FormatInt(n, 10) + rapid.SampledFrom([]string{"", "0", "000", "0000000000", "99999999999999999999"}).Draw(rt, "more digits")
 		case 1: // a date beyond the cap, up to 300 years ahead
 			ahead := rapid.Int64Range(min(capSecs+2, maxAhead), maxAhead).Draw(rt, "date ahead")
+			form := suitekit.HTTPDateForms().Draw(rt, "date form")
 			r.retryAt = func(now time.Time) string {
-				return dateAhead(now, ahead)
+				return dateAhead(now, ahead, form)
 			}
 		default: // seconds that overflow seconds × time.Second by a hair
 			r.retryAfter = strconv.FormatInt(math.MaxInt64/int64(time.Second)+rapid.Int64Range(1, 1000).Draw(rt, "past"), 10)

@@ -397,15 +397,17 @@ func finalErrors() []error {
 	}
 }
 
-// dateAhead returns, as an HTTP date, the whole second secs seconds after
-// now's (secs may be more seconds than a Duration holds).
-func dateAhead(now time.Time, secs int64) string {
-	return time.Unix(now.Unix()+secs, 0).UTC().Format(http.TimeFormat)
+// dateAhead returns, as an HTTP date in form f, the whole second secs
+// seconds after now's (secs may be more seconds than a Duration holds).
+func dateAhead(now time.Time, secs int64, f suitekit.HTTPDateForm) string {
+	s, _ := suitekit.FormatHTTPDate(time.Unix(now.Unix()+secs, 0), now, f)
+	return s
 }
 
 // drawRetryAfter draws a Retry-After header in every form: none, whole
 // seconds (leading zeros, huge numbers of digits), HTTP dates ahead and
-// past, and values in neither form.
+// past in each of the three forms RFC 9110 allows, and values in neither
+// form.
 func drawRetryAfter(rt *rapid.T, label string, cap time.Duration) (string, func(time.Time) string) {
 	capSecs := int64(min(cap, 1000*time.Hour) / time.Second)
 	switch rapid.IntRange(0, 9).Draw(rt, label+" form") {
@@ -424,13 +426,15 @@ func drawRetryAfter(rt *rapid.T, label string, cap time.Duration) (string, func(
 		return b.String(), nil
 	case 5, 6:
 		ahead := rapid.OneOf(rapid.Int64Range(1, 2*capSecs+3), rapid.Int64Range(1, 300*365*24*3600)).Draw(rt, label+" date ahead")
+		form := suitekit.HTTPDateForms().Draw(rt, label+" date form")
 		return "", func(now time.Time) string {
-			return dateAhead(now, ahead)
+			return dateAhead(now, ahead, form)
 		}
 	case 7:
 		ago := rapid.Int64Range(1, 10*365*24*3600).Draw(rt, label+" date ago")
+		form := suitekit.HTTPDateForms().Draw(rt, label+" date form")
 		return "", func(now time.Time) string {
-			return dateAhead(now, -ago)
+			return dateAhead(now, -ago, form)
 		}
 	case 8:
 		return rapid.SampledFrom([]string{"soon", "-3", "-1", "3s", "1,5", "one", "Fri", "2 3", "later please", "0", "00"}).Draw(rt, label+" garbage"), nil

@@ -3,8 +3,12 @@
 // never a crashed test binary, and a stub that is not written yet is named
 // by its TODO message alone, without a stack), calling it from many
 // goroutines at once, running named checks in synctest bubbles that start
-// at a random instant, and the run's seed for every random input (Seed,
-// Rand, Property).
+// at a random instant, the run's seed for every random input (Seed,
+// Rand, Property), and one generator per kind of input that draws from the
+// whole domain a contract allows: keys of any bytes with near neighbours
+// (KeySet, RandomKeys), HTTP dates in all three forms (FormatHTTPDate),
+// rates and sizes from 0 to math.MaxFloat64 (ExtremeAmount,
+// ExtremeRateAndSize) and clocks that step back (ClockStep, ClockSteps).
 package suitekit
 
 import (

@@ -14,6 +14,6 @@ const From = "solutions/llmclient"
 func NewPolite(o scenario.PoliteOptions) scenario.Creator {
 	return tree.NewPoliteClient(tree.Options{
 		BaseURL: o.BaseURL, APIKey: o.APIKey, HTTPClient: o.HTTPClient,
-		RPM: o.RPM, ITPM: o.ITPM, MaxInFlight: o.MaxInFlight,
+		RPM: o.RPM, ITPM: o.ITPM, MaxInFlight: o.MaxInFlight, AttemptTimeout: o.AttemptTimeout,
 	})
 }
