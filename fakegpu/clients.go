@@ -74,17 +74,18 @@ func (t *clientTable) forgetOneOffs() {
 	}
 }
 
-// answer notes the answer to a request of key: its status (0 for a
-// handler that wrote nothing, which is 200), when it was admitted, and the
-// longest wait the limiter reported to it.
 // answerNotes is what the client table needs of a request's notes.
 type answerNotes struct {
 	key            string
 	tracked, first bool
+	arrived        time.Time
 	otherKey       string
 	tokens         float64
 }
 
+// answer notes the answer to a request of key: its status (0 for a
+// handler that wrote nothing, which is 200), when it was admitted, and the
+// longest wait the limiter reported to it.
 func (t *clientTable) answer(n answerNotes, status int, admitted time.Time, maxWait time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -112,6 +113,14 @@ func (t *clientTable) answer(n answerNotes, status int, admitted time.Time, maxW
 		return
 	}
 	e.admitted++
+	// The request may have arrived before this entry did: a full table
+	// forgets a key that has sent one request, and the next request of
+	// the key starts a new entry while the first is still being served.
+	// Every admission counted here must lie within the entry's span, or
+	// the span is shorter than the one the limiter's grants fall in.
+	if n.arrived.Before(e.first) {
+		e.first = n.arrived
+	}
 	if admitted.After(e.lastAdmit) {
 		e.lastAdmit = admitted
 	}
@@ -161,7 +170,7 @@ func (s *Server) clientAnswered(j *Job, status int) {
 		admitted = n.grantAt
 	}
 	maxWait := n.maxWait
-	seen := answerNotes{key: n.key, tracked: n.tracked, first: n.first, otherKey: n.otherKey, tokens: n.tokens}
+	seen := answerNotes{key: n.key, tracked: n.tracked, first: n.first, arrived: j.arrived, otherKey: n.otherKey, tokens: n.tokens}
 	n.mu.Unlock()
 	s.clients.answer(seen, status, admitted, maxWait)
 }
