@@ -68,8 +68,8 @@ const (
 	// the graded limiter on a miniredis dialled in memory, on the wall
 	// clock (checkTask6Cost): the reference takes about 270 µs there on 2
 	// busy cores (miniredis interprets Lua far slower than Redis), so 2 ms
-	// leaves load on the machine room, and a script that loops or computes
-	// for a millisecond still shows.
+	// leaves load on the machine room; a script that computes for a few
+	// milliseconds more shows (wrong/task6/costly-script: about 9 ms).
 	task6CostBudget = 2 * time.Millisecond
 	// task6BurstConcurrency and task6BurstTimeout are how many of the
 	// burst's requests are out at once, and how long each may take.
