@@ -41,11 +41,12 @@ func gradeUnit(t *testing.T, task Task, impl Impl, replace map[string]string) *r
 }
 
 // gradeUnitOnly grades the unit stage of the exercises with replace
-// swapped in, running only subtests of the suite and shrinking for 1 s.
-func gradeUnitOnly(t *testing.T, task Task, replace map[string]string, subtests []string) *results.Document {
+// swapped in, running only subtests of the suite and shrinking for 1 s,
+// with the race detector only if race.
+func gradeUnitOnly(t *testing.T, task Task, replace map[string]string, subtests []string, race bool) *results.Document {
 	t.Helper()
 	opts := Options{Impl: Exercises, Root: repoRoot(t), UnitOnly: true, UnitTimeout: 20 * time.Second, Replace: replace,
-		allowEdited: true, onlySubtests: subtests, shrinkTime: time.Second}
+		allowEdited: true, onlySubtests: subtests, shrinkTime: time.Second, noRace: !race}
 	doc, err := Grade(context.Background(), task, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -107,19 +108,10 @@ const (
 )
 
 // slowToFlood are the tasks whose quick grading still takes minutes (task
-// 4's storms run at full size: 1.5 to 3 minutes a variant). The default
-// sample leaves their flood-judged and right variants to RATELAB_CORPUS=all,
+// 4's storms run at full size: 1.5 to 3 minutes a variant). The seeded draw
+// of the flood-judged and right variants leaves them to RATELAB_CORPUS=all,
 // so that one unlucky draw cannot push the package past go test's limit.
 var slowToFlood = map[string]bool{"task4": true}
-
-// quickToFlood returns vs without the variants of slowToFlood's tasks,
-// unless RATELAB_CORPUS=all asks for every one.
-func quickToFlood(vs []corpus.Variant) []corpus.Variant {
-	if os.Getenv(corpusEnv) == "all" {
-		return vs
-	}
-	return slices.DeleteFunc(slices.Clone(vs), func(v corpus.Variant) bool { return slowToFlood[v.Task] })
-}
 
 // corpusEnv names the environment variable that makes the slow corpus
 // tests take every variant: RATELAB_CORPUS=all, as the project's CI sets.
@@ -130,13 +122,39 @@ func quickToFlood(vs []corpus.Variant) []corpus.Variant {
 const corpusEnv = "RATELAB_CORPUS"
 
 // sample returns the variants of vs to grade: all of them under
-// RATELAB_CORPUS=all, else at most perTask of each task and at most total
-// in all, chosen at random.
+// RATELAB_CORPUS=all, else the seeded draw (see draw).
 func sample(t *testing.T, vs []corpus.Variant, perTask, total int) []corpus.Variant {
 	t.Helper()
 	if os.Getenv(corpusEnv) == "all" {
 		return vs
 	}
+	return draw(t, vs, perTask, total)
+}
+
+// sampleOnClocks returns the flood-judged or right variants of vs to grade,
+// and the IDs of those to grade on both clocks: the seeded draw (see draw)
+// of the variants outside slowToFlood. Without RATELAB_CORPUS=all the draw
+// is all it grades; with it, every variant is graded, in virtual time where
+// its task has it (see clocks), and the draw on the wall clock as well, so
+// that one run of the whole corpus checks everything the sample would.
+func sampleOnClocks(t *testing.T, vs []corpus.Variant, perTask, total int) ([]corpus.Variant, map[string]bool) {
+	t.Helper()
+	quick := slices.DeleteFunc(slices.Clone(vs), func(v corpus.Variant) bool { return slowToFlood[v.Task] })
+	drawn := draw(t, quick, perTask, total)
+	both := map[string]bool{}
+	for _, v := range drawn {
+		both[v.ID()] = true
+	}
+	if os.Getenv(corpusEnv) == "all" {
+		return vs, both
+	}
+	return drawn, both
+}
+
+// draw returns at most perTask of each task's variants in vs and at most
+// total in all, chosen from the run's seed, and logs them.
+func draw(t *testing.T, vs []corpus.Variant, perTask, total int) []corpus.Variant {
+	t.Helper()
 	rng := suitekit.Rand(t)
 	byTask := map[string][]corpus.Variant{}
 	var order []string
@@ -149,7 +167,7 @@ func sample(t *testing.T, vs []corpus.Variant, perTask, total int) []corpus.Vari
 	var out []corpus.Variant
 	var names []string
 	for _, task := range order {
-		group := byTask[task]
+		group := slices.Clone(byTask[task])
 		rng.Shuffle(len(group), func(i, j int) { group[i], group[j] = group[j], group[i] })
 		out = append(out, group[:min(perTask, len(group))]...)
 	}
@@ -159,8 +177,12 @@ func sample(t *testing.T, vs []corpus.Variant, perTask, total int) []corpus.Vari
 	for _, v := range out {
 		names = append(names, v.ID())
 	}
-	t.Logf("a sample of %d of the %d variants (seed %d; %s=all grades every one): %s",
-		len(out), len(vs), suitekit.Seed(), corpusEnv, strings.Join(names, ", "))
+	what := "a sample"
+	if os.Getenv(corpusEnv) == "all" {
+		what = "on both clocks, a draw"
+	}
+	t.Logf("%s of %d of the %d variants (seed %d; %s=all grades every one): %s",
+		what, len(out), len(vs), suitekit.Seed(), corpusEnv, strings.Join(names, ", "))
 	return out
 }
 
@@ -205,7 +227,11 @@ func TestWrongImplementationsFail(t *testing.T) {
 			// Only the subtests that catch it, shrinking briefly: each
 			// failing proves the lost points, and the rest of the suite
 			// (rapid's 10 s of shrinking above all) would only take time.
-			doc := gradeUnitOnly(t, task, replace[v.ID()], v.CaughtBy)
+			// Without the race detector unless the variant's race is what
+			// catches it (Needs-Race): a -race build and run cost several
+			// times as much, and a failed assertion catches the others
+			// with or without it.
+			doc := gradeUnitOnly(t, task, replace[v.ID()], v.CaughtBy, v.NeedsRace)
 			assert.Equal(t, results.StatusFail, doc.Status, "status")
 			assert.Less(t, doc.Score, doc.MaxScore, "a wrong implementation must lose points")
 			for _, sub := range v.CaughtBy {
@@ -446,11 +472,12 @@ func TestWrongImplementationsFailTheirFloods(t *testing.T) {
 			flooded = append(flooded, v)
 		}
 	}
-	for _, v := range sample(t, quickToFlood(flooded), sampleFloodPerTask, sampleFloodTotal) {
+	graded, both := sampleOnClocks(t, flooded, sampleFloodPerTask, sampleFloodTotal)
+	for _, v := range graded {
 		t.Run(v.ID(), func(t *testing.T) {
 			task, ok := Lookup(v.Task)
 			require.True(t, ok, "unknown task %s", v.Task)
-			if virtualOnly(task) && !slices.ContainsFunc(v.CaughtByChecks, wallJudged) {
+			if virtualOnly(task, both[v.ID()]) && !slices.ContainsFunc(v.CaughtByChecks, wallJudged) {
 				// Beside the others like it (go test -parallel, GOMAXPROCS:
 				// two on the lab's machine): every check that must fail is
 				// judged in virtual time, whose figures no load changes; a
@@ -467,7 +494,7 @@ func TestWrongImplementationsFailTheirFloods(t *testing.T) {
 			for _, name := range v.CaughtByChecks {
 				require.True(t, planned[name], "%s: Caught-By-Check %q is not a check %s plans", v.Path, name, task.ID)
 			}
-			for _, virtual := range clocks(task) {
+			for _, virtual := range clocks(task, both[v.ID()]) {
 				// No unit stage: these variants are caught by floods alone
 				// (the named checks below), a slow variant would wait out
 				// the suite's timeouts first, and building the suite under
@@ -495,10 +522,10 @@ func TestWrongImplementationsFailTheirFloods(t *testing.T) {
 	}
 }
 
-// virtualOnly reports whether the corpus tests grade task in virtual time
-// alone (RATELAB_CLOCK=virtual, as CI's corpus step sets).
-func virtualOnly(task Task) bool {
-	cs := clocks(task)
+// virtualOnly reports whether the corpus tests grade a variant of task in
+// virtual time alone (see clocks).
+func virtualOnly(task Task, both bool) bool {
+	cs := clocks(task, both)
 	return len(cs) == 1 && cs[0]
 }
 
@@ -519,12 +546,13 @@ func wallJudged(check string) bool {
 	return false
 }
 
-// clocks lists the clocks a corpus test grades task on: the wall clock
-// (Virtual false), and virtual time too where the task has it.
-// RATELAB_CLOCK=wall or =virtual keeps one of them; under =virtual a task
-// without virtual time is graded on the wall clock, as grade does by
-// default.
-func clocks(task Task) []bool {
+// clocks lists the clocks a corpus test grades a variant of task on (Virtual
+// false is the wall clock): virtual time where the task has it, as grade
+// does by default, and the wall clock as well if both (the variant is one
+// of the seeded draw, see sampleOnClocks). A task without virtual time is
+// graded on the wall clock alone. RATELAB_CLOCK=wall, =virtual or =both
+// makes every variant's clocks that.
+func clocks(task Task, both bool) []bool {
 	all := []bool{false}
 	if virtualTasks[task.ID] != "" {
 		all = append(all, true)
@@ -534,8 +562,13 @@ func clocks(task Task) []bool {
 		return all[:1]
 	case "virtual":
 		return all[len(all)-1:]
+	case "both":
+		return all
 	}
-	return all
+	if both {
+		return all
+	}
+	return all[len(all)-1:]
 }
 
 // clockName names a grading's clock in test messages.
@@ -576,13 +609,14 @@ func TestRightImplementationsPass(t *testing.T) {
 			right = append(right, v)
 		}
 	}
-	for _, v := range sample(t, quickToFlood(right), sampleRightPerTask, sampleRightTotal) {
+	graded, both := sampleOnClocks(t, right, sampleRightPerTask, sampleRightTotal)
+	for _, v := range graded {
 		t.Run(v.ID(), func(t *testing.T) {
 			task, ok := Lookup(v.Task)
 			require.True(t, ok, "unknown task %s", v.Task)
 			replace, err := v.Apply(root, t.TempDir())
 			require.NoError(t, err)
-			for _, virtual := range clocks(task) {
+			for _, virtual := range clocks(task, both[v.ID()]) {
 				doc, err := Grade(context.Background(), task, Options{
 					Impl: Exercises, Root: root, Replace: replace, allowEdited: true, Quick: true,
 					Virtual: virtual, virtualBudget: testVirtualBudget, Log: testLog{t},
@@ -590,6 +624,7 @@ func TestRightImplementationsPass(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, results.StatusPass, doc.Status, "%s: %s", clockName(virtual), failedMessages(doc))
 				assert.Equal(t, doc.MaxScore, doc.Score, clockName(virtual))
+				t.Logf("%g of %g (%s)", doc.Score, doc.MaxScore, clockName(virtual))
 			}
 		})
 	}

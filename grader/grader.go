@@ -93,6 +93,11 @@ type Options struct {
 	// to judge a wrong variant by the subtests known to catch it.
 	onlySubtests []string
 	shrinkTime   time.Duration
+	// noRace runs the unit suite without the race detector: the corpus
+	// tests build a wrong variant so when a failed subtest, not the race
+	// detector, is what catches it (a -race build and run cost several
+	// times as much). Learners' code is always tested with it.
+	noRace bool
 	// floodsOnly skips the unit stage, recording its checks as not run,
 	// and goes straight to the floods: the corpus tests judge a variant
 	// that only the floods catch without building and running a suite

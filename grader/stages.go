@@ -104,7 +104,7 @@ func (g *grading) unitStage(ctx context.Context) (notReady string, err error) {
 	res := runUnit(ctx, unitRun{
 		root: g.opts.Root, pkgDir: path.Join(string(g.opts.Impl), u.Package), tags: tags, overlay: overlay,
 		timeout: g.opts.UnitTimeout, env: env, testArgs: testArgs, scratch: g.tmp, logf: g.logf,
-		only: prefixed(u.Test, g.opts.onlySubtests),
+		only: prefixed(u.Test, g.opts.onlySubtests), noRace: g.opts.noRace,
 	})
 	if res.err != nil {
 		return "", res.err

@@ -72,6 +72,8 @@ type unitRun struct {
 	logf func(format string, args ...any)
 	// only, if set, are the only tests to run (full names).
 	only []string
+	// noRace runs the suite without the race detector (Options.noRace).
+	noRace bool
 }
 
 // prefixed returns the subtests of test as full test names.
@@ -100,9 +102,11 @@ const quietNotice = 10 * time.Second
 // which one stopped it, so the suite first runs again one test at a time
 // (-parallel=1), and that run names the culprit.
 func runUnit(ctx context.Context, u unitRun) *unitResult {
-	res := runGoTest(ctx, u, true, false, nil)
+	race := !u.noRace
+	res := runGoTest(ctx, u, race, false, nil)
 	if res.noRace {
-		res = runGoTest(ctx, u, false, false, nil)
+		race = false
+		res = runGoTest(ctx, u, race, false, nil)
 		res.noRace = true
 	}
 	serial := false
@@ -121,7 +125,7 @@ func runUnit(ctx context.Context, u unitRun) *unitResult {
 			if u.logf != nil {
 				u.logf("    the test binary stopped (%s) while %s ran side by side; running the tests again one at a time to tell which", why, strings.Join(culprits, ", "))
 			}
-			res.merge(runGoTest(ctx, u, !res.noRace, true, res.skipped()))
+			res.merge(runGoTest(ctx, u, race, true, res.skipped()))
 			res.reruns-- // telling the culprits apart is not one of the reruns without them
 			continue
 		}
@@ -131,7 +135,7 @@ func runUnit(ctx context.Context, u unitRun) *unitResult {
 		if u.logf != nil {
 			u.logf("    %s stopped the test binary (%s); running the other tests again without it", strings.Join(culprits, ", "), why)
 		}
-		res.merge(runGoTest(ctx, u, !res.noRace, serial, res.skipped()))
+		res.merge(runGoTest(ctx, u, race, serial, res.skipped()))
 	}
 	return res
 }

@@ -69,10 +69,13 @@ const (
 )
 
 // caughtByKey starts a preamble line that names a subtest which must catch
-// the variant; checkKey one that names a flood check which must catch it.
+// the variant; checkKey one that names a flood check which must catch it;
+// raceKey the line "Needs-Race: yes", for a variant whose subtests fail
+// every time only under the race detector.
 const (
 	caughtByKey = "Caught-By:"
 	checkKey    = "Caught-By-Check:"
+	raceKey     = "Needs-Race:"
 )
 
 // Variant is one entry of the corpus: a patch that puts one mistake into the
@@ -105,6 +108,14 @@ type Variant struct {
 	// with them is graded with its floods; one written to pass the unit
 	// tests (code that behaves only while tested) has no CaughtBy.
 	CaughtByChecks []string
+	// NeedsRace is set by the preamble line "Needs-Race: yes": the
+	// variant's Caught-By subtests fail every time only under the race
+	// detector, which reports its data race, or whose slower code makes
+	// the interleaving that loses an update likely. The corpus tests build
+	// such a variant with -race, as the grader builds a learner's code, and
+	// the others without it, which takes about half the time and shows that
+	// a failed assertion, not the detector, catches them.
+	NeedsRace bool
 
 	diffs []*gitdiff.File
 }
@@ -194,7 +205,17 @@ func parse(rel string, b []byte) (Variant, error) {
 		return v, fmt.Errorf("%s: no diff in it: want a preamble, then a git-style diff against %s/", rel, solutions)
 	}
 	v.diffs = diffs
-	v.Summary, v.CaughtBy, v.CaughtByChecks = parsePreamble(preamble)
+	var race string
+	v.Summary, v.CaughtBy, v.CaughtByChecks, race = parsePreamble(preamble)
+	switch {
+	case race == "yes":
+		v.NeedsRace = true
+	case race != "":
+		return v, fmt.Errorf("%s: %s %q: the only value is yes (or leave the line out)", rel, raceKey, race)
+	}
+	if v.NeedsRace && (v.Kind != Wrong || len(v.CaughtBy) == 0) {
+		return v, fmt.Errorf("%s: %s is for a wrong variant whose %s subtests need the race detector", rel, raceKey, caughtByKey)
+	}
 	if v.Summary == "" {
 		return v, fmt.Errorf("%s: the preamble (the text before the first diff) must say what is wrong", rel)
 	}
@@ -262,9 +283,10 @@ func checkFile(f *gitdiff.File) (string, error) {
 	return oldName, nil
 }
 
-// parsePreamble splits a patch's preamble into its description and its
-// Caught-By subtests.
-func parsePreamble(preamble string) (summary string, caughtBy, checks []string) {
+// parsePreamble splits a patch's preamble into its description, its
+// Caught-By subtests, its Caught-By-Check checks and the value of its
+// Needs-Race line ("" without one).
+func parsePreamble(preamble string) (summary string, caughtBy, checks []string, race string) {
 	var lines []string
 	sc := bufio.NewScanner(strings.NewReader(preamble))
 	for sc.Scan() {
@@ -281,9 +303,13 @@ func parsePreamble(preamble string) (summary string, caughtBy, checks []string) 
 			}
 			continue
 		}
+		if rest, ok := strings.CutPrefix(line, raceKey); ok {
+			race = strings.TrimSpace(rest)
+			continue
+		}
 		lines = append(lines, line)
 	}
-	return strings.TrimSpace(strings.Join(lines, "\n")), caughtBy, checks
+	return strings.TrimSpace(strings.Join(lines, "\n")), caughtBy, checks, race
 }
 
 // Apply writes the variant's patched files into dir (which should be empty,

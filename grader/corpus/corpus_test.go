@@ -162,13 +162,28 @@ func TestParsePreamble(t *testing.T) {
 		{"", "", nil},
 		{"Caught-By-Check: shed 240/s: x\n", "", nil}, // a flood check, not a subtest
 	} {
-		summary, caughtBy, _ := parsePreamble(tt.in)
+		summary, caughtBy, _, _ := parsePreamble(tt.in)
 		assert.Equal(t, tt.summary, summary, "parsePreamble(%q) summary", tt.in)
 		assert.Equal(t, tt.caughtBy, caughtBy, "parsePreamble(%q) Caught-By", tt.in)
 	}
-	_, subs, checks := parsePreamble("Only in the floods.\n\nCaught-By-Check: shed 240/s: 503s say when to come back\nCaught-By: LineBound\n")
+	_, subs, checks, race := parsePreamble("Only in the floods.\n\nCaught-By-Check: shed 240/s: 503s say when to come back\nCaught-By: LineBound\n")
 	assert.Equal(t, []string{"shed 240/s: 503s say when to come back"}, checks)
 	assert.Equal(t, []string{"LineBound"}, subs)
+	assert.Empty(t, race, "no Needs-Race line")
+	summary, _, _, race := parsePreamble("No lock.\n\nCaught-By: Concurrent\nNeeds-Race: yes\n")
+	assert.Equal(t, "No lock.", summary)
+	assert.Equal(t, "yes", race)
+}
+
+func TestLoadReadsNeedsRace(t *testing.T) {
+	root := newRoot(t, map[string]string{
+		"grader/testdata/wrong/task9/no-cap.patch": strings.Replace(noCap, "Caught-By: Demo/Caps\n", "Caught-By: Demo/Caps\nNeeds-Race: yes\n", 1),
+	})
+	v := loadOne(t, root)
+	assert.True(t, v.NeedsRace)
+	assert.Equal(t, []string{"Demo/Caps"}, v.CaughtBy)
+	assert.NotContains(t, v.Summary, "Needs-Race")
+	assert.False(t, loadOne(t, newRoot(t, map[string]string{"grader/testdata/wrong/task9/no-cap.patch": noCap})).NeedsRace, "without the line")
 }
 
 func TestApplyOverlaysThePackage(t *testing.T) {
@@ -283,6 +298,8 @@ func TestLoadRejects(t *testing.T) {
 		{"a capital in the name", "wrong/task9/NoCap.patch", noCap, `name "NoCap"`},
 		{"no Caught-By", "wrong/task9/no-cap.patch", strings.Replace(noCap, "Caught-By: Demo/Caps\n", "", 1), "needs at least one \"Caught-By:\" line"},
 		{"no description", "wrong/task9/no-cap.patch", strings.Replace(noCap, "Cap forgets its limit.\n", "", 1), "must say what is wrong"},
+		{"Needs-Race with another value", "wrong/task9/no-cap.patch", strings.Replace(noCap, "Caught-By: Demo/Caps\n", "Caught-By: Demo/Caps\nNeeds-Race: maybe\n", 1), `Needs-Race: "maybe"`},
+		{"Needs-Race on a right variant", "right/task9/no-cap.patch", strings.Replace(noCap, "Caught-By: Demo/Caps\n", "Needs-Race: yes\n", 1), "Needs-Race: is for a wrong variant"},
 		{"no diff", "wrong/task9/no-cap.patch", "Only words.\n\nCaught-By: Demo/Caps\n", "no diff in it"},
 		{"a path outside solutions", "wrong/task9/no-cap.patch", diffOf("exercises/demo/demo.go"), "exercises/demo/demo.go: want a file of the reference"},
 		{"a path without the a/ b/ prefixes' root", "wrong/task9/no-cap.patch", diffOf("demo.go"), "demo.go: want a file of the reference"},
