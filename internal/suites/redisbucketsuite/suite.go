@@ -46,7 +46,8 @@
 //	                  (suitekit.ClockSteps) and no time it covers twice
 //	                  drips in twice
 //	Atomicity         32 goroutines on 2 clients never get more than
-//	                  burst + rate × elapsed from a key
+//	                  burst + rate × elapsed from a key, draining one new
+//	                  key after another
 //	FailOpen          Redis refusing or hanging mid-run: answers from the
 //	                  local bucket within its bound, every call quick, one log
 //	                  line, a counter, and back to Redis when it returns;
@@ -1229,10 +1230,19 @@ func (r *recorder) note(cmd redis.Cmder) {
 func (s *suite) atomicity(e *env) {
 	// Two limiters, as two processes would have, each with its own pool of
 	// connections, hammer one to three keys from 16 goroutines each, with
-	// a random rate, burst and take.
+	// a random rate, burst and take. Tokens are spent twice only while two
+	// callers overlap as a bucket drains, and a bucket that never drains
+	// shows nothing, however often it was overspent. So a key is replaced
+	// by a new one (a round) as soon as it has been asked for twice its
+	// burst, and a run drains one bucket after another: the first round,
+	// where the first goroutine to run can drain a small burst alone while
+	// the others dial their connections, and then rounds with every
+	// goroutine busy, each giving a read in one command and a write in
+	// another its chance.
 	const (
 		perLimiter = 16
 		duration   = 300 * time.Millisecond
+		maxRounds  = 64 // per key; the last one takes every call after it
 	)
 	rate := float64(5 + e.rng.IntN(46))
 	burst := float64(5 + e.rng.IntN(36))
@@ -1245,33 +1255,51 @@ func (s *suite) atomicity(e *env) {
 		// or a broken script fails here with its own message.
 		limiters[i].take("warm-up", 1)
 	}
+	// One bucket per round and hot key, each with its own counts and the
+	// span its calls covered (nanoseconds since start: the first call's
+	// start, the last call's end), over which Redis's clock may refill it.
+	type bucket struct {
+		key         string
+		admitted    atomic.Int64
+		asked       atomic.Int64 // calls Redis answered
+		first, last atomic.Int64
+	}
+	buckets := make([]bucket, maxRounds*hot)
+	for i := range buckets {
+		buckets[i].key = e.key(fmt.Sprintf("hot%d-round%d", i%hot, i/hot))
+		buckets[i].first.Store(math.MaxInt64)
+	}
+	current := make([]atomic.Int64, hot) // each key's round
 	var (
-		admitted = make([]atomic.Int64, hot)
-		asked    = make([]atomic.Int64, hot) // calls Redis answered, per key
 		calls    atomic.Int64
 		slow     atomic.Int64 // calls Redis did not answer in time
 		firstErr atomic.Value // string
 		wg       sync.WaitGroup
 		begin    = make(chan struct{})
 	)
-	keys := make([]string, hot)
-	for i := range keys {
-		keys[i] = e.key(fmt.Sprintf("hot%d", i))
-	}
 	start := time.Now()
 	for g := range 2 * perLimiter {
 		x := limiters[g%2]
 		k := (g / 2) % hot
 		wg.Go(func() {
 			<-begin
-			for time.Since(start) < duration {
+			for {
+				t0 := time.Since(start)
+				if t0 >= duration {
+					return
+				}
+				r := current[k].Load()
+				b := &buckets[int(r)*hot+k]
 				var ok bool
 				var wait time.Duration
 				var err error
-				if r, stack := suitekit.Catch(func() { ok, wait, err = x.l.TryTakeCtx(context.Background(), keys[k], n) }); r != nil {
-					firstErr.CompareAndSwap(nil, suitekit.PanicReport(fmt.Sprintf("TryTakeCtx in goroutine %d", g), r, stack))
+				if rec, stack := suitekit.Catch(func() { ok, wait, err = x.l.TryTakeCtx(context.Background(), b.key, n) }); rec != nil {
+					firstErr.CompareAndSwap(nil, suitekit.PanicReport(fmt.Sprintf("TryTakeCtx in goroutine %d", g), rec, stack))
 					return
 				}
+				t1 := time.Since(start)
+				lowerTo(&b.first, int64(t0))
+				raiseTo(&b.last, int64(t1))
 				if err != nil {
 					// On a loaded machine a call may time out; the limiter
 					// then answers locally for a while. Those answers do
@@ -1284,13 +1312,15 @@ func (s *suite) atomicity(e *env) {
 					return
 				}
 				calls.Add(1)
-				asked[k].Add(1)
+				if float64(b.asked.Add(1))*n >= 2*burst && r+1 < maxRounds {
+					current[k].CompareAndSwap(r, r+1) // drained: a new bucket
+				}
 				if ok && wait != 0 {
-					firstErr.CompareAndSwap(nil, fmt.Sprintf("TryTakeCtx(%q, %v) in goroutine %d = (true, %v, nil); want wait 0 with every admission", keys[k], n, g, fmtWait(wait)))
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("TryTakeCtx(%q, %v) in goroutine %d = (true, %v, nil); want wait 0 with every admission", b.key, n, g, fmtWait(wait)))
 					return
 				}
 				if ok {
-					admitted[k].Add(1)
+					b.admitted.Add(1)
 				}
 			}
 		})
@@ -1301,24 +1331,47 @@ func (s *suite) atomicity(e *env) {
 	if msg := firstErr.Load(); msg != nil {
 		e.t.Fatal(msg)
 	}
-	most := burst // miniredis's clock stands still
-	if !e.fake() {
-		most += rate * elapsed.Seconds()
-	}
-	for k := range keys {
-		got := float64(admitted[k].Load()) * n
+	for i := range buckets {
+		b := &buckets[i]
+		if b.asked.Load() == 0 {
+			continue
+		}
+		span := time.Duration(b.last.Load() - b.first.Load())
+		most := burst // miniredis's clock stands still
+		if !e.fake() {
+			most += rate * span.Seconds()
+		}
+		got := float64(b.admitted.Load()) * n
 		if got > most+1e-9 {
-			e.t.Fatalf("%d goroutines on 2 clients made %d calls of n=%v on %d keys in %v; key %d got %v tokens; want at most burst + rate × elapsed = %v + %v × %v = %.2f\n"+
+			e.t.Fatalf("%d goroutines on 2 clients made %d calls of n=%v on %d keys at a time, each replaced by a new one once asked for twice its burst, for %v; key %q (round %d) got %v tokens in %v; want at most burst + rate × that time = %v + %v × %v = %.2f\n"+
 				"the read, the refill, the decision and the write must happen in one step on the server: all of them inside the Lua script, "+
 				"never a read in one command and a write in another",
-				2*perLimiter, calls.Load(), n, hot, elapsed.Round(time.Millisecond), k, got, burst, rate, elapsed.Round(time.Millisecond), most)
+				2*perLimiter, calls.Load(), n, hot, elapsed.Round(time.Millisecond), b.key, i/hot, got, span.Round(time.Microsecond), burst, rate, span.Round(time.Microsecond), most)
 		}
 		// Until a new bucket runs dry, every call gets in. (A call that
 		// timed out may have spent a token unseen.)
-		least := math.Min(burst, float64(asked[k].Load())*n) - n
+		least := math.Min(burst, float64(b.asked.Load())*n) - n
 		if got < least-1e-9 && slow.Load() == 0 {
-			e.t.Fatalf("%d goroutines made %d calls of n=%v on %d keys of new buckets; key %d was asked %d times and gave only %v tokens; want at least %v (burst=%v)",
-				2*perLimiter, calls.Load(), n, hot, k, asked[k].Load(), got, least+n, burst)
+			e.t.Fatalf("%d goroutines made %d calls of n=%v on %d keys at a time of new buckets; key %q (round %d) was asked %d times and gave only %v tokens; want at least %v (burst=%v)",
+				2*perLimiter, calls.Load(), n, hot, b.key, i/hot, b.asked.Load(), got, least+n, burst)
+		}
+	}
+}
+
+// lowerTo stores v in x if it is below x's value.
+func lowerTo(x *atomic.Int64, v int64) {
+	for old := x.Load(); v < old; old = x.Load() {
+		if x.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// raiseTo stores v in x if it is above x's value.
+func raiseTo(x *atomic.Int64, v int64) {
+	for old := x.Load(); v > old; old = x.Load() {
+		if x.CompareAndSwap(old, v) {
+			return
 		}
 	}
 }
